@@ -1,0 +1,3 @@
+module opledger
+
+go 1.26
