@@ -1,0 +1,161 @@
+package domain
+
+import "time"
+
+// PolicyVersion names the refund policy this build evaluates. A decision
+// records it so an auditor knows which rules produced the verdict.
+const PolicyVersion = "refund-policy/v1"
+
+// Request decides RequestOperation.
+func (o *Operation) Request(cmd RequestOperation, now time.Time) ([]Event, error) {
+	if o.Exists() {
+		return nil, refuse(ReasonOperationExists, "operation %s already exists", o.ID)
+	}
+	if _, err := ParseOperationID(string(cmd.OperationID)); err != nil {
+		return nil, refuse(ReasonCommandInvalid, "%v", err)
+	}
+	if _, err := ParseCorrelationID(string(cmd.CorrelationID)); err != nil {
+		return nil, refuse(ReasonCommandInvalid, "%v", err)
+	}
+	if err := validateOrder(cmd.OrderID, cmd.AmountMinor, cmd.Currency); err != nil {
+		return nil, err
+	}
+	if cmd.OrderTotalMinor < 0 {
+		return nil, refuse(ReasonCommandInvalid, "order_total_minor must not be negative")
+	}
+	if len(cmd.RequestedBy) > MaxIDLength {
+		return nil, refuse(ReasonCommandInvalid, "requested_by is longer than %d bytes", MaxIDLength)
+	}
+	return []Event{OperationRequested{
+		OperationID: cmd.OperationID, OrderID: cmd.OrderID, AmountMinor: cmd.AmountMinor,
+		Currency: cmd.Currency, OrderTotalMinor: cmd.OrderTotalMinor, CorrelationID: cmd.CorrelationID,
+		RequestedBy: cmd.RequestedBy, RequestedAt: now,
+	}}, nil
+}
+
+func validateOrder(orderID string, amount int64, currency string) error {
+	if err := checkChars("order id", orderID, true); err != nil {
+		return refuse(ReasonCommandInvalid, "%v", err)
+	}
+	if amount <= 0 {
+		return refuse(ReasonCommandInvalid, "amount_minor must be positive, got %d", amount)
+	}
+	if len(currency) != 3 || currency[0] < 'A' || currency[0] > 'Z' || currency[1] < 'A' || currency[1] > 'Z' || currency[2] < 'A' || currency[2] > 'Z' {
+		return refuse(ReasonCommandInvalid, "currency must be an ISO 4217 code in capitals, got %q", currency)
+	}
+	return nil
+}
+
+// Decide evaluates the refund policy (PolicyVersion) for the next attempt.
+//
+// It is refused while an execution blocks a new one (the outcome must be
+// known first) and after completion. Otherwise it returns one Decided event,
+// Allowed or Denied with every reason that applies. The attempt is 1 before
+// any execution and n+1 after attempt n ended NotApplied; the attempt's
+// provider key follows the key policy and is recorded in the decision.
+func (o *Operation) Decide(cmd Decide, now time.Time) ([]Event, error) {
+	if !o.Exists() {
+		return nil, refuse(ReasonOperationUnknown, "no such operation")
+	}
+	if _, err := ParseDecisionID(string(cmd.DecisionID)); err != nil {
+		return nil, refuse(ReasonCommandInvalid, "%v", err)
+	}
+	if err := checkText("approver", cmd.Approver, MaxIDLength, true); err != nil {
+		return nil, err
+	}
+	if cmd.ApprovalLimitMinor < 0 || cmd.Facts.RefundedMinor < 0 || cmd.Facts.OrderTotalMinor < 0 {
+		return nil, refuse(ReasonCommandInvalid, "amounts must not be negative")
+	}
+	policy := cmd.KeyPolicy
+	if policy == "" {
+		policy = KeyPerAttempt
+	}
+	if policy != KeyPerAttempt && policy != KeyReuseFirst {
+		return nil, refuse(ReasonCommandInvalid, "unknown key policy %q", policy)
+	}
+	if err := o.blockingRefusal(); err != nil {
+		return nil, err
+	}
+	attempt := o.NextAttempt()
+	key := IdempotencyKeyFor(o.ID, attempt)
+	if policy == KeyReuseFirst {
+		key = IdempotencyKeyFor(o.ID, 1)
+	}
+	reasons := o.policyReasons(cmd)
+	verdict := Allowed
+	if len(reasons) > 0 {
+		verdict = Denied
+	}
+	return []Event{Decided{
+		DecisionID: cmd.DecisionID, Verdict: verdict, Reasons: reasons, Facts: cmd.Facts,
+		Approver: cmd.Approver, ApprovalLimit: cmd.ApprovalLimitMinor, PolicyVersion: PolicyVersion,
+		Attempt: attempt, KeyPolicy: policy, IdempotencyKey: key, DecidedAt: now,
+	}}, nil
+}
+
+// policyReasons lists every rule of the policy the facts break.
+func (o *Operation) policyReasons(cmd Decide) []string {
+	var reasons []string
+	if !cmd.Facts.OrderRefundable {
+		reasons = append(reasons, string(ReasonPolicyOrderNotRefundable))
+	}
+	if o.AmountMinor > cmd.ApprovalLimitMinor {
+		reasons = append(reasons, string(ReasonPolicyOverApprovalLimit))
+	}
+	if cmd.Facts.ChargebackOpen {
+		reasons = append(reasons, string(ReasonPolicyChargebackOpen))
+	}
+	total := cmd.Facts.OrderTotalMinor
+	if total == 0 {
+		total = o.OrderTotalMinor
+	}
+	switch {
+	case total == 0:
+		reasons = append(reasons, string(ReasonPolicyOrderTotalMissing))
+	case cmd.Facts.RefundedMinor+o.AmountMinor > total:
+		reasons = append(reasons, string(ReasonPolicyExceedsOrderTotal))
+	}
+	return reasons
+}
+
+// blockingRefusal refuses anything that would start new work while an
+// execution blocks it, or after the operation completed.
+func (o *Operation) blockingRefusal() *Refusal {
+	b := o.blockingExecution()
+	if b == nil {
+		return nil
+	}
+	return refuse(blockingReason(b.State), "execution %s is %s", b.ID, b.State)
+}
+
+// blockingExecution prefers a Completed execution, then any other blocker.
+func (o *Operation) blockingExecution() *Execution {
+	for _, e := range o.Executions {
+		if e.State == ExecCompleted {
+			return e
+		}
+	}
+	return o.Blocking()
+}
+
+func blockingReason(s ExecutionState) Reason {
+	switch s {
+	case ExecCompleted:
+		return ReasonOperationCompleted
+	case ExecExecuting:
+		return ReasonOperationExecuting
+	default:
+		return ReasonOperationOutcomeUnknown
+	}
+}
+
+// checkText refuses free text that is too long or, when required, empty.
+func checkText(field, s string, max int, required bool) *Refusal {
+	if required && s == "" {
+		return refuse(ReasonCommandInvalid, "%s is required", field)
+	}
+	if len(s) > max {
+		return refuse(ReasonCommandInvalid, "%s is %d bytes long, at most %d", field, len(s), max)
+	}
+	return nil
+}

@@ -1,0 +1,263 @@
+package domain
+
+import "time"
+
+// Event is one fact in an operation's stream. Events are immutable; each has a
+// stable type name (EventType) that is stored beside its JSON encoding, and a
+// schema version (SchemaVersion) that decoding checks.
+type Event interface {
+	EventType() string
+}
+
+// Stable event type names. Never rename one: stored history refers to them.
+const (
+	TypeOperationRequested   = "OperationRequested"
+	TypeDecided              = "Decided"
+	TypeCapabilityIssued     = "CapabilityIssued"
+	TypeCapabilityRevoked    = "CapabilityRevoked"
+	TypeClaimed              = "Claimed"
+	TypeDeliveryDuplicated   = "DeliveryDuplicated"
+	TypePresentationRejected = "PresentationRejected"
+	TypeLeaseRenewed         = "LeaseRenewed"
+	TypeOutcomeRecorded      = "OutcomeRecorded"
+	TypeOutcomeUnknown       = "OutcomeUnknown"
+	TypeLeaseLapsed          = "LeaseLapsed"
+	TypeLateOutcomeRecorded  = "LateOutcomeRecorded"
+	TypeReconciled           = "Reconciled"
+	TypeEscalated            = "Escalated"
+	TypeWriteRefused         = "WriteRefused"
+)
+
+// SchemaVersion is the version of the JSON encoding of every event type this
+// build writes. Decoding refuses a version it does not know.
+const SchemaVersion = 1
+
+// OperationRequested opens an operation's stream.
+type OperationRequested struct {
+	OperationID     OperationID   `json:"operation_id"`
+	OrderID         string        `json:"order_id"`
+	AmountMinor     int64         `json:"amount_minor"`
+	Currency        string        `json:"currency"`
+	OrderTotalMinor int64         `json:"order_total_minor,omitempty"`
+	CorrelationID   CorrelationID `json:"correlation_id"`
+	RequestedBy     string        `json:"requested_by,omitempty"`
+	RequestedAt     time.Time     `json:"requested_at"`
+}
+
+// Verdict is the result of one policy evaluation.
+type Verdict string
+
+const (
+	Allowed Verdict = "Allowed"
+	Denied  Verdict = "Denied"
+)
+
+// Facts are what the caller asserts about the order at decision time. The
+// policy decides on them; the decision records them.
+type Facts struct {
+	OrderRefundable bool  `json:"order_refundable"`
+	ChargebackOpen  bool  `json:"chargeback_open"`
+	RefundedMinor   int64 `json:"refunded_minor"`
+	// OrderTotalMinor overrides the total given when the operation was
+	// requested; 0 means "use the operation's".
+	OrderTotalMinor int64 `json:"order_total_minor,omitempty"`
+}
+
+// KeyPolicy says how attempt n+1's provider key relates to attempt n's. It
+// follows the provider's documented semantics and is recorded in the decision.
+type KeyPolicy string
+
+const (
+	// KeyPerAttempt: every attempt has its own key (refund-OP-a1, -a2, ...).
+	// Right for providers that replay a saved error under a reused key
+	// (Stripe API v1).
+	KeyPerAttempt KeyPolicy = "per-attempt"
+	// KeyReuseFirst: every attempt reuses attempt 1's key. Right for providers
+	// that re-execute a failed request under the same key (Stripe API v2).
+	KeyReuseFirst KeyPolicy = "reuse-first"
+)
+
+// Decided records one policy evaluation for an attempt.
+type Decided struct {
+	DecisionID     DecisionID     `json:"decision_id"`
+	Verdict        Verdict        `json:"verdict"`
+	Reasons        []string       `json:"reasons,omitempty"`
+	Facts          Facts          `json:"facts"`
+	Approver       string         `json:"approver"`
+	ApprovalLimit  int64          `json:"approval_limit_minor"`
+	PolicyVersion  string         `json:"policy_version"`
+	Attempt        int            `json:"attempt"`
+	KeyPolicy      KeyPolicy      `json:"key_policy"`
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+	DecidedAt      time.Time      `json:"decided_at"`
+}
+
+// CapabilityIssued records single-use authority bound to one operation, one
+// decision and one attempt.
+type CapabilityIssued struct {
+	CapabilityID CapabilityID `json:"capability_id"`
+	DecisionID   DecisionID   `json:"decision_id"`
+	Attempt      int          `json:"attempt"`
+	IssuedAt     time.Time    `json:"issued_at"`
+	ExpiresAt    time.Time    `json:"expires_at"`
+}
+
+// CapabilityRevoked withdraws unused authority.
+type CapabilityRevoked struct {
+	CapabilityID CapabilityID `json:"capability_id"`
+	Reason       string       `json:"reason,omitempty"`
+	RevokedBy    string       `json:"revoked_by,omitempty"`
+	RevokedAt    time.Time    `json:"revoked_at"`
+}
+
+// Claimed consumes a capability and opens an execution under a lease.
+type Claimed struct {
+	ExecutionID    ExecutionID    `json:"execution_id"`
+	CapabilityID   CapabilityID   `json:"capability_id"`
+	MessageID      MessageID      `json:"message_id"`
+	WorkerID       string         `json:"worker_id"`
+	Attempt        int            `json:"attempt"`
+	LeaseEpoch     int64          `json:"lease_epoch"`
+	LeaseExpiresAt time.Time      `json:"lease_expires_at"`
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+	ClaimedAt      time.Time      `json:"claimed_at"`
+}
+
+// DeliveryDuplicated records a message id seen again on this operation. It
+// reports the execution's state at that moment and changes nothing.
+type DeliveryDuplicated struct {
+	MessageID      MessageID      `json:"message_id"`
+	CapabilityID   CapabilityID   `json:"capability_id,omitempty"`
+	WorkerID       string         `json:"worker_id,omitempty"`
+	ExecutionID    ExecutionID    `json:"execution_id,omitempty"`
+	ExecutionState ExecutionState `json:"execution_state,omitempty"`
+	SeenAt         time.Time      `json:"seen_at"`
+}
+
+// PresentationRejected records a refused presentation of authority. Execution
+// was not attempted. ReplaySuspected marks spent authority arriving on a
+// message id this operation has not seen.
+type PresentationRejected struct {
+	Status             ClaimStatus  `json:"status"`
+	Reason             Reason       `json:"reason"`
+	MessageID          MessageID    `json:"message_id"`
+	CapabilityID       CapabilityID `json:"capability_id,omitempty"`
+	OperationID        OperationID  `json:"operation_id"`
+	WorkerID           string       `json:"worker_id,omitempty"`
+	ExecutionID        ExecutionID  `json:"execution_id,omitempty"` // the execution that blocked it, if any
+	ExecutionAttempted bool         `json:"execution_attempted"`    // always false
+	ReplaySuspected    bool         `json:"replay_suspected"`
+	Detail             string       `json:"detail,omitempty"`
+	RejectedAt         time.Time    `json:"rejected_at"`
+}
+
+// LeaseRenewed extends the lease of an executing execution under its epoch.
+type LeaseRenewed struct {
+	ExecutionID    ExecutionID `json:"execution_id"`
+	LeaseEpoch     int64       `json:"lease_epoch"`
+	LeaseExpiresAt time.Time   `json:"lease_expires_at"`
+	RenewedAt      time.Time   `json:"renewed_at"`
+}
+
+// OutcomeRecorded is the executor's definite result, under its lease epoch.
+type OutcomeRecorded struct {
+	ExecutionID       ExecutionID `json:"execution_id"`
+	LeaseEpoch        int64       `json:"lease_epoch"`
+	Outcome           Outcome     `json:"outcome"` // Completed or NotApplied
+	ProviderReference string      `json:"provider_reference,omitempty"`
+	Detail            string      `json:"detail,omitempty"`
+	RecordedAt        time.Time   `json:"recorded_at"`
+}
+
+// OutcomeUnknown is the executor's own ambiguous result, under its epoch.
+type OutcomeUnknown struct {
+	ExecutionID ExecutionID `json:"execution_id"`
+	LeaseEpoch  int64       `json:"lease_epoch"`
+	Cause       string      `json:"cause"`
+	RecordedAt  time.Time   `json:"recorded_at"`
+}
+
+// LeaseLapsed moves an execution whose lease expired to Unknown and raises
+// its epoch, fencing the executor that held it.
+type LeaseLapsed struct {
+	ExecutionID    ExecutionID `json:"execution_id"`
+	FromEpoch      int64       `json:"from_epoch"`
+	ToEpoch        int64       `json:"to_epoch"`
+	LeaseExpiredAt time.Time   `json:"lease_expired_at"`
+	LapsedAt       time.Time   `json:"lapsed_at"`
+}
+
+// LateOutcomeRecorded is a stale executor's evidence about the request it
+// already sent: it moves only its own Unknown execution to a definite outcome.
+type LateOutcomeRecorded struct {
+	ExecutionID       ExecutionID `json:"execution_id"`
+	StaleEpoch        int64       `json:"stale_epoch"`
+	Outcome           Outcome     `json:"outcome"`
+	ProviderReference string      `json:"provider_reference,omitempty"`
+	Detail            string      `json:"detail,omitempty"`
+	RecordedAt        time.Time   `json:"recorded_at"`
+}
+
+// ReconcileMethod says how an Unknown was resolved.
+type ReconcileMethod string
+
+const (
+	// MethodProviderLookup: the provider was asked by our own reference.
+	MethodProviderLookup ReconcileMethod = "provider-lookup"
+	// MethodProviderResend: the original request was resent under the
+	// original key, where the provider profile documents that as safe.
+	MethodProviderResend ReconcileMethod = "provider-resend"
+	// MethodOperator: a person resolved it with evidence.
+	MethodOperator ReconcileMethod = "operator"
+)
+
+// Reconciled resolves an Unknown or Escalated execution to a definite outcome.
+type Reconciled struct {
+	ExecutionID       ExecutionID     `json:"execution_id"`
+	Outcome           Outcome         `json:"outcome"`
+	Method            ReconcileMethod `json:"method"`
+	ProviderReference string          `json:"provider_reference,omitempty"`
+	Actor             string          `json:"actor,omitempty"`
+	Evidence          string          `json:"evidence,omitempty"`
+	ReconciledAt      time.Time       `json:"reconciled_at"`
+}
+
+// Escalated hands an Unknown execution to a person. For deciding whether a
+// new execution may start, an Escalated execution is still Unknown.
+type Escalated struct {
+	ExecutionID ExecutionID `json:"execution_id"`
+	Reason      string      `json:"reason"`
+	Detail      string      `json:"detail,omitempty"`
+	EscalatedAt time.Time   `json:"escalated_at"`
+}
+
+// WriteRefused records an executor's write that was refused (a stale lease
+// epoch, an execution not in the state the write needs). It changes nothing;
+// it keeps what the executor tried to say, which may be evidence.
+type WriteRefused struct {
+	ExecutionID       ExecutionID `json:"execution_id"`
+	Command           string      `json:"command"`
+	Reason            Reason      `json:"reason"`
+	LeaseEpoch        int64       `json:"lease_epoch"`
+	CurrentEpoch      int64       `json:"current_epoch"`
+	Outcome           Outcome     `json:"outcome,omitempty"`
+	ProviderReference string      `json:"provider_reference,omitempty"`
+	Detail            string      `json:"detail,omitempty"`
+	RefusedAt         time.Time   `json:"refused_at"`
+}
+
+func (OperationRequested) EventType() string   { return TypeOperationRequested }
+func (Decided) EventType() string              { return TypeDecided }
+func (CapabilityIssued) EventType() string     { return TypeCapabilityIssued }
+func (CapabilityRevoked) EventType() string    { return TypeCapabilityRevoked }
+func (Claimed) EventType() string              { return TypeClaimed }
+func (DeliveryDuplicated) EventType() string   { return TypeDeliveryDuplicated }
+func (PresentationRejected) EventType() string { return TypePresentationRejected }
+func (LeaseRenewed) EventType() string         { return TypeLeaseRenewed }
+func (OutcomeRecorded) EventType() string      { return TypeOutcomeRecorded }
+func (OutcomeUnknown) EventType() string       { return TypeOutcomeUnknown }
+func (LeaseLapsed) EventType() string          { return TypeLeaseLapsed }
+func (LateOutcomeRecorded) EventType() string  { return TypeLateOutcomeRecorded }
+func (Reconciled) EventType() string           { return TypeReconciled }
+func (Escalated) EventType() string            { return TypeEscalated }
+func (WriteRefused) EventType() string         { return TypeWriteRefused }

@@ -1,0 +1,181 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"opledger/domain"
+	"opledger/eventstore"
+)
+
+// RequestOperation opens a new operation stream (NoStream: a second request
+// for the same id is refused with operation.exists).
+func (h *Handler) RequestOperation(ctx context.Context, cmd domain.RequestOperation, by Cause) (*domain.Operation, error) {
+	if by.CorrelationID == "" {
+		by.CorrelationID = cmd.CorrelationID
+	}
+	state, _, err := h.Execute(ctx, cmd.OperationID, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.Request(cmd, now)
+	})
+	return state, err
+}
+
+// Decide evaluates the policy for the operation's next attempt. A Denied
+// verdict is a recorded decision, not an error.
+func (h *Handler) Decide(ctx context.Context, op domain.OperationID, cmd domain.Decide, by Cause) (domain.Decided, *domain.Operation, error) {
+	if cmd.DecisionID == "" {
+		cmd.DecisionID = domain.DecisionID(h.cfg.NewID(domain.PrefixDecision))
+	}
+	state, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.Decide(cmd, now)
+	})
+	if err != nil {
+		return domain.Decided{}, state, err
+	}
+	return events[0].(domain.Decided), state, nil
+}
+
+// IssueCapability issues single-use authority under the latest Allowed decision.
+func (h *Handler) IssueCapability(ctx context.Context, op domain.OperationID, cmd domain.IssueCapability, by Cause) (domain.CapabilityIssued, error) {
+	if cmd.CapabilityID == "" {
+		cmd.CapabilityID = domain.CapabilityID(h.cfg.NewID(domain.PrefixCapability))
+	}
+	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.IssueCapability(cmd, now)
+	})
+	if err != nil {
+		return domain.CapabilityIssued{}, err
+	}
+	return events[0].(domain.CapabilityIssued), nil
+}
+
+// RevokeCapability withdraws unused authority.
+func (h *Handler) RevokeCapability(ctx context.Context, op domain.OperationID, cmd domain.RevokeCapability, by Cause) error {
+	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.RevokeCapability(cmd, now)
+	})
+	return err
+}
+
+// ClaimOutcome is a presentation's answer together with the operation as the
+// claim left it (amount, currency and order come from here, never from the
+// message).
+type ClaimOutcome struct {
+	domain.ClaimResult
+	Operation *domain.Operation
+}
+
+// Claim presents a capability for operation op. Every answer but a store
+// failure or a malformed command is recorded in the ledger before Claim
+// returns: the Claimed event, or the evidence of the refusal. A presentation
+// to an operation that does not exist is recorded in domain.EvidenceStream.
+//
+// On any error, nothing may be executed: ErrUnavailable in particular means
+// the claim's fate is not known to this caller (invariant 8).
+func (h *Handler) Claim(ctx context.Context, op domain.OperationID, cmd domain.Claim) (ClaimOutcome, error) {
+	if cmd.ExecutionID == "" {
+		cmd.ExecutionID = domain.ExecutionID(h.cfg.NewID(domain.PrefixExecution))
+	}
+	by := Cause{Actor: cmd.WorkerID, CausationID: string(cmd.MessageID), CorrelationID: cmd.CorrelationID}
+	var result domain.ClaimResult
+	state, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		r, err := s.Claim(cmd, now)
+		if err != nil {
+			return nil, err
+		}
+		result = r
+		return r.Events, nil
+	})
+	var refusal *domain.Refusal
+	if errors.As(err, &refusal) && refusal.Reason == domain.ReasonOperationUnknown {
+		return h.claimUnattributed(ctx, op, cmd, by)
+	}
+	if err != nil {
+		return ClaimOutcome{}, err
+	}
+	return ClaimOutcome{ClaimResult: result, Operation: state}, nil
+}
+
+func (h *Handler) claimUnattributed(ctx context.Context, op domain.OperationID, cmd domain.Claim, by Cause) (ClaimOutcome, error) {
+	now := h.cfg.Clock.Now()
+	ev := domain.UnattributedPresentation(op, cmd.MessageID, cmd.CapabilityID, cmd.WorkerID, domain.ReasonOperationUnknown, "no such operation", now)
+	if err := h.RecordUnattributed(ctx, ev, by); err != nil {
+		return ClaimOutcome{}, err
+	}
+	return ClaimOutcome{ClaimResult: domain.ClaimResult{
+		Status: domain.StatusInvalid, Reason: domain.ReasonOperationUnknown, Events: []domain.Event{ev},
+	}}, nil
+}
+
+// RecordUnattributed appends evidence that cannot be tied to an existing
+// operation (an unknown operation, a forged or malformed capability) to
+// domain.EvidenceStream. It is never dropped: a failure is returned.
+func (h *Handler) RecordUnattributed(ctx context.Context, ev domain.PresentationRejected, by Cause) error {
+	_, err := h.appendEvents(ctx, domain.EvidenceStream, eventstore.Any(), "", by, h.cfg.Clock.Now(), []domain.Event{ev})
+	if err != nil {
+		return fmt.Errorf("record evidence: %w", err)
+	}
+	return nil
+}
+
+// RenewLease extends the lease under its epoch; a *domain.Refusal with
+// lease.lost means the caller must stop: cancel its provider calls and start
+// no further request.
+func (h *Handler) RenewLease(ctx context.Context, op domain.OperationID, cmd domain.RenewLease) (domain.LeaseRenewed, error) {
+	_, events, err := h.Execute(ctx, op, Cause{Actor: cmd.WorkerID, CausationID: string(cmd.ExecutionID)}, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.RenewLease(cmd, now)
+	})
+	if err != nil {
+		return domain.LeaseRenewed{}, err
+	}
+	return events[0].(domain.LeaseRenewed), nil
+}
+
+// RecordOutcome records the executor's result, conditional on its epoch.
+func (h *Handler) RecordOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordOutcome, by Cause) error {
+	if by.CausationID == "" {
+		by.CausationID = string(cmd.ExecutionID)
+	}
+	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.RecordOutcome(cmd, now)
+	})
+	return err
+}
+
+// LapseLease moves an execution whose lease expired to Unknown (the sweeper).
+func (h *Handler) LapseLease(ctx context.Context, op domain.OperationID, cmd domain.LapseLease, by Cause) (domain.LeaseLapsed, error) {
+	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.LapseLease(cmd, now)
+	})
+	if err != nil {
+		return domain.LeaseLapsed{}, err
+	}
+	return events[0].(domain.LeaseLapsed), nil
+}
+
+// RecordLateOutcome records a stale executor's definite result for its own
+// Unknown execution.
+func (h *Handler) RecordLateOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordLateOutcome, by Cause) error {
+	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.RecordLateOutcome(cmd, now)
+	})
+	return err
+}
+
+// Reconcile resolves an Unknown or Escalated execution.
+func (h *Handler) Reconcile(ctx context.Context, op domain.OperationID, cmd domain.Reconcile, by Cause) error {
+	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.Reconcile(cmd, now)
+	})
+	return err
+}
+
+// Escalate hands an Unknown execution to a person.
+func (h *Handler) Escalate(ctx context.Context, op domain.OperationID, cmd domain.Escalate, by Cause) error {
+	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.Escalate(cmd, now)
+	})
+	return err
+}

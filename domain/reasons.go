@@ -1,0 +1,77 @@
+package domain
+
+import "fmt"
+
+// ClaimStatus is the answer to a presentation of authority.
+type ClaimStatus string
+
+const (
+	// Claimed: the capability was consumed and an execution opened.
+	StatusClaimed ClaimStatus = "Claimed"
+	// DuplicateDelivery: this message id was already seen on this operation.
+	StatusDuplicateDelivery ClaimStatus = "DuplicateDelivery"
+	// AlreadyConsumed: the authority is spent, whichever message presents it.
+	StatusAlreadyConsumed ClaimStatus = "AlreadyConsumed"
+	StatusExpired         ClaimStatus = "Expired"
+	StatusRevoked         ClaimStatus = "Revoked"
+	StatusInvalid         ClaimStatus = "Invalid"
+	// OperationNotExecutable: an execution of the operation is Executing,
+	// Unknown, Escalated or Completed; the capability was not spent.
+	StatusOperationNotExecutable ClaimStatus = "OperationNotExecutable"
+)
+
+// Reason is a stable, machine-readable reason code. Never rename one: stored
+// evidence, dashboards and analysts' queries refer to them.
+type Reason string
+
+const (
+	ReasonDeliveryDuplicate          Reason = "delivery.duplicate"
+	ReasonCapabilityAlreadyConsumed  Reason = "capability.already-consumed"
+	ReasonCapabilityExpired          Reason = "capability.expired"
+	ReasonCapabilityRevoked          Reason = "capability.revoked"
+	ReasonCapabilityInvalid          Reason = "capability.invalid"
+	ReasonCapabilityWrongOperation   Reason = "capability.wrong-operation"
+	ReasonCapabilityWrongAttempt     Reason = "capability.wrong-attempt"
+	ReasonCapabilitySuperseded       Reason = "capability.superseded"
+	ReasonOperationExecuting         Reason = "operation.executing"
+	ReasonOperationOutcomeUnknown    Reason = "operation.outcome-unknown"
+	ReasonOperationCompleted         Reason = "operation.completed"
+	ReasonOperationUnknown           Reason = "operation.unknown"
+	ReasonOperationExists            Reason = "operation.exists"
+	ReasonOperationNotDecidable      Reason = "operation.not-decidable"
+	ReasonDecisionNotAllowed         Reason = "decision.not-allowed"
+	ReasonLeaseLost                  Reason = "lease.lost"
+	ReasonLeaseActive                Reason = "lease.active"
+	ReasonExecutionUnknown           Reason = "execution.unknown"
+	ReasonExecutionNotUnknown        Reason = "execution.not-unknown"
+	ReasonExecutionNotExecuting      Reason = "execution.not-executing"
+	ReasonExecutionAlreadyEscalated  Reason = "execution.already-escalated"
+	ReasonCommandInvalid             Reason = "command.invalid"
+	ReasonPolicyOrderNotRefundable   Reason = "policy.order-not-refundable"
+	ReasonPolicyOverApprovalLimit    Reason = "policy.over-approval-limit"
+	ReasonPolicyChargebackOpen       Reason = "policy.chargeback-open"
+	ReasonPolicyExceedsOrderTotal    Reason = "policy.exceeds-order-total"
+	ReasonPolicyOrderTotalMissing    Reason = "policy.order-total-missing"
+	ReasonCapabilityAlreadyRevoked   Reason = "capability.already-revoked"
+	ReasonCapabilityRevokeAfterUse   Reason = "capability.consumed-cannot-revoke"
+	ReasonOperationAttemptInProgress Reason = "operation.attempt-open"
+)
+
+// Refusal is a command the model declined, with a stable reason. Whether the
+// refusal is also recorded as an event depends on the command (a refused
+// presentation always is).
+type Refusal struct {
+	Reason Reason
+	Detail string
+}
+
+func (r *Refusal) Error() string {
+	if r.Detail == "" {
+		return string(r.Reason)
+	}
+	return fmt.Sprintf("%s: %s", r.Reason, r.Detail)
+}
+
+func refuse(reason Reason, format string, args ...any) *Refusal {
+	return &Refusal{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}

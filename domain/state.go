@@ -1,0 +1,313 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+)
+
+// ExecutionState is where one execution stands.
+type ExecutionState string
+
+const (
+	ExecExecuting  ExecutionState = "Executing"
+	ExecCompleted  ExecutionState = "Completed"
+	ExecNotApplied ExecutionState = "NotApplied"
+	ExecUnknown    ExecutionState = "Unknown"
+	// ExecEscalated is a workflow status for a person; for safety it is Unknown.
+	ExecEscalated ExecutionState = "Escalated"
+)
+
+// Blocks reports whether an execution in this state forbids a new one
+// (invariant 3: only NotApplied lets another execution open).
+func (s ExecutionState) Blocks() bool { return s != ExecNotApplied }
+
+// CapabilityState is where one capability stands. Expired is not stored: it is
+// judged against the clock at presentation.
+type CapabilityState string
+
+const (
+	CapIssued   CapabilityState = "Issued"
+	CapConsumed CapabilityState = "Consumed"
+	CapRevoked  CapabilityState = "Revoked"
+)
+
+// OperationStatus summarises an operation for people and projections.
+type OperationStatus string
+
+const (
+	OpRequested  OperationStatus = "Requested"  // no decision yet
+	OpDenied     OperationStatus = "Denied"     // latest decision denied
+	OpAuthorized OperationStatus = "Authorized" // allowed, no execution for this attempt yet
+	OpExecuting  OperationStatus = "Executing"
+	OpUnknown    OperationStatus = "Unknown"
+	OpEscalated  OperationStatus = "Escalated"
+	OpCompleted  OperationStatus = "Completed"
+	OpNotApplied OperationStatus = "NotApplied" // last attempt had no effect; a new decision may follow
+)
+
+// Capability is one capability as the stream knows it.
+type Capability struct {
+	ID         CapabilityID
+	DecisionID DecisionID
+	Attempt    int
+	IssuedAt   time.Time
+	ExpiresAt  time.Time
+	State      CapabilityState
+	ConsumedBy MessageID
+	ConsumedAt time.Time
+	Execution  ExecutionID
+}
+
+// Execution is one claimed attempt.
+type Execution struct {
+	ID                ExecutionID
+	CapabilityID      CapabilityID
+	MessageID         MessageID
+	Attempt           int
+	State             ExecutionState
+	LeaseEpoch        int64
+	LeaseOwner        string
+	LeaseExpiresAt    time.Time
+	IdempotencyKey    IdempotencyKey
+	ProviderReference string
+	StartedAt         time.Time
+	EndedAt           time.Time
+}
+
+// Decision is one recorded policy evaluation.
+type Decision struct {
+	ID             DecisionID
+	Verdict        Verdict
+	Attempt        int
+	IdempotencyKey IdempotencyKey
+	KeyPolicy      KeyPolicy
+	Facts          Facts
+}
+
+// Operation is the state an operation's stream folds into. The zero value is
+// an operation that does not exist yet. Build it only with Evolve.
+type Operation struct {
+	ID              OperationID
+	OrderID         string
+	AmountMinor     int64
+	Currency        string
+	OrderTotalMinor int64
+	CorrelationID   CorrelationID
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+
+	Decisions    []Decision
+	Capabilities map[CapabilityID]*Capability
+	Executions   []*Execution
+	// Messages holds every message id presented to this operation.
+	Messages map[MessageID]struct{}
+
+	// Version is the stream version this state was folded from
+	// (NoStreamVersion, -1, for an operation that does not exist).
+	Version int64
+}
+
+// NewOperation returns the state of an operation with no events.
+func NewOperation() *Operation {
+	return &Operation{
+		Capabilities: map[CapabilityID]*Capability{},
+		Messages:     map[MessageID]struct{}{},
+		Version:      -1,
+	}
+}
+
+// Exists reports whether the operation was requested.
+func (o *Operation) Exists() bool { return o.ID != "" }
+
+// LatestDecision returns the most recent decision, if any.
+func (o *Operation) LatestDecision() (Decision, bool) {
+	if len(o.Decisions) == 0 {
+		return Decision{}, false
+	}
+	return o.Decisions[len(o.Decisions)-1], true
+}
+
+// Execution returns the execution with id, or nil.
+func (o *Operation) Execution(id ExecutionID) *Execution {
+	for _, e := range o.Executions {
+		if e.ID == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// CurrentExecution returns the most recent execution, or nil.
+func (o *Operation) CurrentExecution() *Execution {
+	if len(o.Executions) == 0 {
+		return nil
+	}
+	return o.Executions[len(o.Executions)-1]
+}
+
+// Blocking returns the first execution that forbids a new one, or nil.
+func (o *Operation) Blocking() *Execution {
+	for _, e := range o.Executions {
+		if e.State.Blocks() {
+			return e
+		}
+	}
+	return nil
+}
+
+// Status summarises the operation.
+func (o *Operation) Status() OperationStatus {
+	for _, e := range o.Executions {
+		if e.State == ExecCompleted {
+			return OpCompleted
+		}
+	}
+	if b := o.Blocking(); b != nil {
+		return OperationStatus(b.State)
+	}
+	d, ok := o.LatestDecision()
+	if !ok {
+		return OpRequested
+	}
+	if d.Verdict == Denied {
+		return OpDenied
+	}
+	if cur := o.CurrentExecution(); cur != nil && cur.Attempt >= d.Attempt {
+		return OpNotApplied
+	}
+	return OpAuthorized
+}
+
+// NextAttempt is the attempt number a new decision would be for: 1 before any
+// execution, n+1 once attempt n's execution ended NotApplied.
+func (o *Operation) NextAttempt() int {
+	if cur := o.CurrentExecution(); cur != nil {
+		return cur.Attempt + 1
+	}
+	return 1
+}
+
+// Evolve applies one event to the state. An event that cannot follow the
+// state (a claim of an unknown capability, an outcome for an unknown
+// execution) means the stream is corrupt or was written by a bug: Evolve
+// returns an error rather than papering over it.
+func (o *Operation) Evolve(e Event) error {
+	switch ev := e.(type) {
+	case OperationRequested:
+		if o.Exists() {
+			return fmt.Errorf("evolve: operation %s requested twice", ev.OperationID)
+		}
+		o.ID, o.OrderID, o.AmountMinor, o.Currency = ev.OperationID, ev.OrderID, ev.AmountMinor, ev.Currency
+		o.OrderTotalMinor, o.CorrelationID, o.CreatedAt = ev.OrderTotalMinor, ev.CorrelationID, ev.RequestedAt
+		o.UpdatedAt = ev.RequestedAt
+		return nil
+	}
+	if !o.Exists() {
+		return fmt.Errorf("evolve: %s before OperationRequested", e.EventType())
+	}
+	switch ev := e.(type) {
+	case Decided:
+		o.Decisions = append(o.Decisions, Decision{
+			ID: ev.DecisionID, Verdict: ev.Verdict, Attempt: ev.Attempt,
+			IdempotencyKey: ev.IdempotencyKey, KeyPolicy: ev.KeyPolicy, Facts: ev.Facts,
+		})
+		o.UpdatedAt = ev.DecidedAt
+	case CapabilityIssued:
+		if _, dup := o.Capabilities[ev.CapabilityID]; dup {
+			return fmt.Errorf("evolve: capability %s issued twice", ev.CapabilityID)
+		}
+		o.Capabilities[ev.CapabilityID] = &Capability{
+			ID: ev.CapabilityID, DecisionID: ev.DecisionID, Attempt: ev.Attempt,
+			IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, State: CapIssued,
+		}
+		o.UpdatedAt = ev.IssuedAt
+	case CapabilityRevoked:
+		c, ok := o.Capabilities[ev.CapabilityID]
+		if !ok {
+			return fmt.Errorf("evolve: revoke of unknown capability %s", ev.CapabilityID)
+		}
+		c.State = CapRevoked
+		o.UpdatedAt = ev.RevokedAt
+	case Claimed:
+		c, ok := o.Capabilities[ev.CapabilityID]
+		if !ok {
+			return fmt.Errorf("evolve: claim of unknown capability %s", ev.CapabilityID)
+		}
+		if c.State == CapConsumed {
+			return fmt.Errorf("evolve: capability %s consumed twice", ev.CapabilityID)
+		}
+		c.State, c.ConsumedBy, c.ConsumedAt, c.Execution = CapConsumed, ev.MessageID, ev.ClaimedAt, ev.ExecutionID
+		o.Executions = append(o.Executions, &Execution{
+			ID: ev.ExecutionID, CapabilityID: ev.CapabilityID, MessageID: ev.MessageID, Attempt: ev.Attempt,
+			State: ExecExecuting, LeaseEpoch: ev.LeaseEpoch, LeaseOwner: ev.WorkerID,
+			LeaseExpiresAt: ev.LeaseExpiresAt, IdempotencyKey: ev.IdempotencyKey, StartedAt: ev.ClaimedAt,
+		})
+		o.Messages[ev.MessageID] = struct{}{}
+		o.UpdatedAt = ev.ClaimedAt
+	case DeliveryDuplicated:
+		// Transport evidence only: never changes an execution.
+	case PresentationRejected:
+		o.Messages[ev.MessageID] = struct{}{}
+	case LeaseRenewed:
+		x, err := o.mustExecution(ev.ExecutionID, e)
+		if err != nil {
+			return err
+		}
+		x.LeaseExpiresAt = ev.LeaseExpiresAt
+	case OutcomeRecorded:
+		x, err := o.mustExecution(ev.ExecutionID, e)
+		if err != nil {
+			return err
+		}
+		x.State, x.ProviderReference, x.EndedAt = ExecutionState(ev.Outcome), ev.ProviderReference, ev.RecordedAt
+		o.UpdatedAt = ev.RecordedAt
+	case OutcomeUnknown:
+		x, err := o.mustExecution(ev.ExecutionID, e)
+		if err != nil {
+			return err
+		}
+		x.State = ExecUnknown
+		o.UpdatedAt = ev.RecordedAt
+	case LeaseLapsed:
+		x, err := o.mustExecution(ev.ExecutionID, e)
+		if err != nil {
+			return err
+		}
+		x.State, x.LeaseEpoch = ExecUnknown, ev.ToEpoch
+		o.UpdatedAt = ev.LapsedAt
+	case LateOutcomeRecorded:
+		x, err := o.mustExecution(ev.ExecutionID, e)
+		if err != nil {
+			return err
+		}
+		x.State, x.ProviderReference, x.EndedAt = ExecutionState(ev.Outcome), ev.ProviderReference, ev.RecordedAt
+		o.UpdatedAt = ev.RecordedAt
+	case Reconciled:
+		x, err := o.mustExecution(ev.ExecutionID, e)
+		if err != nil {
+			return err
+		}
+		x.State, x.ProviderReference, x.EndedAt = ExecutionState(ev.Outcome), ev.ProviderReference, ev.ReconciledAt
+		o.UpdatedAt = ev.ReconciledAt
+	case Escalated:
+		x, err := o.mustExecution(ev.ExecutionID, e)
+		if err != nil {
+			return err
+		}
+		x.State = ExecEscalated
+		o.UpdatedAt = ev.EscalatedAt
+	case WriteRefused:
+		// Evidence only.
+	default:
+		return fmt.Errorf("evolve: unhandled event type %T", e)
+	}
+	return nil
+}
+
+func (o *Operation) mustExecution(id ExecutionID, e Event) (*Execution, error) {
+	x := o.Execution(id)
+	if x == nil {
+		return nil, fmt.Errorf("evolve: %s for unknown execution %s", e.EventType(), id)
+	}
+	return x, nil
+}
