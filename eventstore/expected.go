@@ -24,7 +24,9 @@ const (
 func Any() ExpectedVersion { return ExpectedVersion{kind: expectAny} }
 
 // NoStream appends only if the stream holds no events.
-func NoStream() ExpectedVersion { return ExpectedVersion{kind: expectNoStream, version: NoStreamVersion} }
+func NoStream() ExpectedVersion {
+	return ExpectedVersion{kind: expectNoStream, version: NoStreamVersion}
+}
 
 // Exact appends only if the stream's last event has version v (0-based).
 // Exact(NoStreamVersion) is the same as NoStream().
