@@ -1,0 +1,249 @@
+package recovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"opledger/domain"
+	"opledger/domain/clock"
+	"opledger/domain/ledger"
+)
+
+// ReconcilerConfig configures a Reconciler. Zero values take defaults.
+type ReconcilerConfig struct {
+	Ledger   *ledger.Handler // required
+	Index    Index           // required
+	Provider domain.Provider // required
+	Profile  domain.ProviderProfile
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	// BatchSize bounds the executions examined per round (default 10): with
+	// Interval it bounds the rate of provider lookups.
+	BatchSize int
+	Interval  time.Duration // default 5s
+	// ResendMargin is kept clear of the key retention: a resend is made only
+	// while the execution started less than KeyRetention-ResendMargin ago
+	// (default 1h).
+	ResendMargin time.Duration
+	// MaxInconclusive bounds how often one execution may come back
+	// inconclusive (lookup failed, resend ambiguous, refund pending) before
+	// it is escalated to a person (default 5).
+	MaxInconclusive int
+	// CallTimeout bounds each provider call (default 15s).
+	CallTimeout time.Duration
+}
+
+// Verdict names what one reconciliation step did.
+type Verdict string
+
+const (
+	VerdictCompleted    Verdict = "completed"
+	VerdictNotApplied   Verdict = "not-applied"
+	VerdictEscalated    Verdict = "escalated"
+	VerdictInconclusive Verdict = "inconclusive" // try again later
+	VerdictSkipped      Verdict = "skipped"      // no longer Unknown
+)
+
+// Reconciler turns Unknown executions into facts, oldest first, at a bounded
+// rate. It looks the provider up by our own reference (operation id) and:
+//
+//   - found with this execution's key and succeeded: Completed;
+//   - found with this key and failed (none succeeded): NotApplied;
+//   - found pending: inconclusive, asked again later;
+//   - a succeeded refund under another key: escalated (a second effect may
+//     exist; a person must look);
+//   - not found: resends the original request under the original key only
+//     while the profile's key retention covers it (the provider then
+//     deduplicates), and records what that establishes; otherwise escalated;
+//   - cannot tell (lookup keeps failing, resend ambiguous): escalated after
+//     MaxInconclusive rounds, never resent blindly.
+type Reconciler struct {
+	cfg          ReconcilerConfig
+	inconclusive map[domain.ExecutionID]int // bounded: entries leave on resolution, map reset past 10,000
+}
+
+// NewReconciler validates cfg.
+func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
+	if cfg.Ledger == nil || cfg.Index == nil || cfg.Provider == nil {
+		return nil, errors.New("reconciler: config: Ledger, Index and Provider are required")
+	}
+	if cfg.Profile.Name == "" {
+		cfg.Profile = domain.StripeV1
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = cfg.Ledger.Clock()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 10)
+	cfg.Interval = cmp.Or(cfg.Interval, 5*time.Second)
+	cfg.ResendMargin = cmp.Or(cfg.ResendMargin, time.Hour)
+	cfg.MaxInconclusive = cmp.Or(cfg.MaxInconclusive, 5)
+	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 15*time.Second)
+	if cfg.BatchSize < 1 || cfg.Interval <= 0 || cfg.MaxInconclusive < 1 {
+		return nil, errors.New("reconciler: config: BatchSize, Interval and MaxInconclusive must be positive")
+	}
+	return &Reconciler{cfg: cfg, inconclusive: map[domain.ExecutionID]int{}}, nil
+}
+
+// Step is one execution's reconciliation.
+type Step struct {
+	Ref     ExecutionRef
+	Verdict Verdict
+	Detail  string
+}
+
+// ReconcileOnce examines up to BatchSize Unknown executions, oldest first. It
+// is not safe to call concurrently on one Reconciler (run one per process).
+func (r *Reconciler) ReconcileOnce(ctx context.Context) ([]Step, error) {
+	refs, err := r.cfg.Index.UnknownExecutions(ctx, r.cfg.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: find unknown executions: %w", err)
+	}
+	var steps []Step
+	for _, ref := range refs {
+		v, detail, err := r.reconcile(ctx, ref)
+		if err != nil {
+			return steps, fmt.Errorf("reconcile %s: %w", ref.ExecutionID, err)
+		}
+		steps = append(steps, Step{Ref: ref, Verdict: v, Detail: detail})
+		r.cfg.Logger.InfoContext(ctx, "reconciled", "operation_id", ref.OperationID, "execution_id", ref.ExecutionID,
+			"verdict", v, "detail", detail, "profile", r.cfg.Profile.Name)
+	}
+	return steps, nil
+}
+
+// Run reconciles every Interval until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) error {
+	return runEvery(ctx, r.cfg.Interval, func(ctx context.Context) {
+		if _, err := r.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.WarnContext(ctx, "reconcile round failed", "err", err)
+		}
+	})
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, ref ExecutionRef) (Verdict, string, error) {
+	state, err := r.cfg.Ledger.Load(ctx, ref.OperationID)
+	if err != nil {
+		return "", "", err
+	}
+	x := state.Execution(ref.ExecutionID)
+	if x == nil || x.State != domain.ExecUnknown {
+		delete(r.inconclusive, ref.ExecutionID)
+		return VerdictSkipped, "no longer Unknown", nil
+	}
+	lookupCtx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	refunds, err := r.cfg.Provider.LookupRefunds(lookupCtx, ref.OperationID)
+	cancel()
+	if err != nil {
+		return r.inconclusiveOrEscalate(ctx, state, x, "provider lookup failed: "+err.Error())
+	}
+	var succeeded, failed, pending []domain.ProviderRefund
+	for _, f := range refunds {
+		if f.Status == "succeeded" && domain.IdempotencyKey(f.IdempotencyKey) != x.IdempotencyKey {
+			return r.escalate(ctx, state, x, fmt.Sprintf("refund %s under another key %q succeeded for this operation", f.ID, f.IdempotencyKey))
+		}
+		if domain.IdempotencyKey(f.IdempotencyKey) != x.IdempotencyKey {
+			continue
+		}
+		switch f.Status {
+		case "succeeded":
+			succeeded = append(succeeded, f)
+		case "failed":
+			failed = append(failed, f)
+		default:
+			pending = append(pending, f)
+		}
+	}
+	switch {
+	case len(succeeded) > 1:
+		return r.escalate(ctx, state, x, fmt.Sprintf("%d succeeded refunds under one key", len(succeeded)))
+	case len(succeeded) == 1:
+		return r.resolve(ctx, state, x, domain.Completed, domain.MethodProviderLookup, succeeded[0].ID, "found by operation id, succeeded")
+	case len(pending) > 0:
+		return r.inconclusiveOrEscalate(ctx, state, x, "refund "+pending[0].ID+" is pending at the provider")
+	case len(failed) > 0:
+		return r.resolve(ctx, state, x, domain.NotApplied, domain.MethodProviderLookup, failed[0].ID, "found by operation id, failed: "+failed[0].FailureReason)
+	}
+	return r.notFound(ctx, state, x)
+}
+
+// notFound resends the original request under the original key only where
+// the profile documents that a resend cannot create a second effect: while
+// the provider still remembers the key.
+func (r *Reconciler) notFound(ctx context.Context, state *domain.Operation, x *domain.Execution) (Verdict, string, error) {
+	age := r.cfg.Clock.Now().Sub(x.StartedAt)
+	if age >= r.cfg.Profile.KeyRetention-r.cfg.ResendMargin {
+		return r.escalate(ctx, state, x, fmt.Sprintf("not found, and the execution started %s ago: the %s key may be pruned, a resend could refund again", age.Round(time.Second), r.cfg.Profile.Name))
+	}
+	callCtx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	res := r.cfg.Provider.CreateRefund(callCtx, domain.RefundRequest{
+		OperationID: state.ID, OrderID: state.OrderID, AmountMinor: state.AmountMinor, Currency: state.Currency,
+		IdempotencyKey: x.IdempotencyKey,
+	})
+	cancel()
+	switch res.Outcome {
+	case domain.Completed:
+		return r.resolve(ctx, state, x, domain.Completed, domain.MethodProviderResend, res.ProviderReference, "not found; resent under the original key: "+res.Detail)
+	case domain.NotApplied:
+		return r.resolve(ctx, state, x, domain.NotApplied, domain.MethodProviderResend, res.ProviderReference, "not found; resent under the original key, rejected before execution: "+res.Detail)
+	default:
+		return r.inconclusiveOrEscalate(ctx, state, x, "not found; resend under the original key was ambiguous: "+res.Detail)
+	}
+}
+
+func (r *Reconciler) resolve(ctx context.Context, state *domain.Operation, x *domain.Execution, o domain.Outcome, m domain.ReconcileMethod, ref, evidence string) (Verdict, string, error) {
+	err := r.cfg.Ledger.Reconcile(ctx, state.ID, domain.Reconcile{
+		ExecutionID: x.ID, Outcome: o, Method: m, ProviderReference: ref, Actor: "reconciler", Evidence: evidence,
+	}, ledger.Cause{Actor: "reconciler", CausationID: string(x.ID)})
+	if refusedBecauseResolved(err) {
+		delete(r.inconclusive, x.ID)
+		return VerdictSkipped, "resolved meanwhile", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	delete(r.inconclusive, x.ID)
+	if o == domain.Completed {
+		return VerdictCompleted, evidence, nil
+	}
+	return VerdictNotApplied, evidence, nil
+}
+
+func (r *Reconciler) inconclusiveOrEscalate(ctx context.Context, state *domain.Operation, x *domain.Execution, why string) (Verdict, string, error) {
+	if len(r.inconclusive) > 10_000 {
+		clear(r.inconclusive)
+	}
+	r.inconclusive[x.ID]++
+	if r.inconclusive[x.ID] < r.cfg.MaxInconclusive {
+		return VerdictInconclusive, why, nil
+	}
+	return r.escalate(ctx, state, x, fmt.Sprintf("inconclusive %d times: %s", r.inconclusive[x.ID], why))
+}
+
+func (r *Reconciler) escalate(ctx context.Context, state *domain.Operation, x *domain.Execution, why string) (Verdict, string, error) {
+	if len(why) > domain.MaxTextLength {
+		why = why[:domain.MaxTextLength]
+	}
+	err := r.cfg.Ledger.Escalate(ctx, state.ID, domain.Escalate{ExecutionID: x.ID, Reason: "reconciliation.cannot-tell", Detail: why},
+		ledger.Cause{Actor: "reconciler", CausationID: string(x.ID)})
+	if refusedBecauseResolved(err) {
+		delete(r.inconclusive, x.ID)
+		return VerdictSkipped, "resolved meanwhile", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	delete(r.inconclusive, x.ID)
+	return VerdictEscalated, why, nil
+}
+
+func refusedBecauseResolved(err error) bool {
+	var refusal *domain.Refusal
+	return errors.As(err, &refusal) && (refusal.Reason == domain.ReasonExecutionNotUnknown || refusal.Reason == domain.ReasonExecutionAlreadyEscalated)
+}
