@@ -1,0 +1,121 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// maxAdminBody bounds a /_sim request body.
+const maxAdminBody = 4 << 10
+
+// The /_sim endpoints drive and observe the simulator. They are not counted
+// in the ledger.
+
+func (s *Simulator) handleLedger(w http.ResponseWriter, _ *http.Request) {
+	writeAdmin(w, http.StatusOK, s.Ledger())
+}
+
+func (s *Simulator) handleExport(w http.ResponseWriter, _ *http.Request) {
+	var buf bytes.Buffer
+	if err := s.WriteLedgerExport(&buf); err != nil {
+		writeAdminError(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (s *Simulator) handleListFaults(w http.ResponseWriter, _ *http.Request) {
+	faults := s.ArmedFaults()
+	out := make([]faultJSON, 0, len(faults))
+	for _, f := range faults {
+		out = append(out, toFaultJSON(f))
+	}
+	writeAdmin(w, http.StatusOK, map[string]any{"armed": out})
+}
+
+// faultJSON is a Fault on the wire: the duration as a Go duration string.
+type faultJSON struct {
+	Kind        FaultKind `json:"kind"`
+	OperationID string    `json:"operation_id,omitempty"`
+	Duration    string    `json:"duration,omitempty"`
+}
+
+func toFaultJSON(f Fault) faultJSON {
+	out := faultJSON{Kind: f.Kind, OperationID: f.OperationID}
+	if f.Duration != 0 {
+		out.Duration = f.Duration.String()
+	}
+	return out
+}
+
+func (s *Simulator) handleArm(w http.ResponseWriter, r *http.Request) {
+	var in faultJSON
+	if err := decodeAdmin(w, r, &in); err != nil {
+		writeAdminError(w, http.StatusBadRequest, err)
+		return
+	}
+	f := Fault{Kind: in.Kind, OperationID: in.OperationID}
+	if in.Duration != "" {
+		d, err := time.ParseDuration(in.Duration)
+		if err != nil {
+			writeAdminError(w, http.StatusBadRequest, fmt.Errorf("fault duration: %w", err))
+			return
+		}
+		f.Duration = d
+	}
+	if err := s.Arm(f); err != nil {
+		writeAdminError(w, http.StatusBadRequest, err)
+		return
+	}
+	writeAdmin(w, http.StatusOK, map[string]any{"armed": toFaultJSON(f)})
+}
+
+func (s *Simulator) handleRelease(w http.ResponseWriter, _ *http.Request) {
+	writeAdmin(w, http.StatusOK, map[string]int{"released": s.Release()})
+}
+
+func (s *Simulator) handleClock(w http.ResponseWriter, _ *http.Request) {
+	writeAdmin(w, http.StatusOK, map[string]time.Time{"now": s.Now()})
+}
+
+func (s *Simulator) handleAdvance(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Advance string `json:"advance"`
+	}
+	if err := decodeAdmin(w, r, &in); err != nil {
+		writeAdminError(w, http.StatusBadRequest, err)
+		return
+	}
+	d, err := time.ParseDuration(in.Advance)
+	if err != nil {
+		writeAdminError(w, http.StatusBadRequest, fmt.Errorf("advance: %w", err))
+		return
+	}
+	now, err := s.Advance(d)
+	if err != nil {
+		writeAdminError(w, http.StatusBadRequest, err)
+		return
+	}
+	writeAdmin(w, http.StatusOK, map[string]time.Time{"now": now})
+}
+
+func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decode request body: %w", err)
+	}
+	return nil
+}
+
+func writeAdmin(w http.ResponseWriter, status int, v any) {
+	writeAnswer(w, answer{status: status, body: mustJSON(v)}, "", 0, false)
+}
+
+func writeAdminError(w http.ResponseWriter, status int, err error) {
+	writeAnswer(w, errorAnswer(&apiError{status: status, Type: errTypeInvalidRequest, Message: err.Error()}), "", 0, false)
+}

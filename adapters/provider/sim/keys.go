@@ -1,0 +1,31 @@
+package sim
+
+import "time"
+
+// keyRecord is what the simulator remembers under one idempotency key.
+// Guarded by Simulator.mu.
+type keyRecord struct {
+	fingerprint string    // parameters of the first request
+	firstSeen   time.Time // simulated clock; retention counts from here
+	inProgress  bool      // a request under this key is executing
+	saved       answer    // the saved result, once execution finished
+	refundID    string    // the refund committed under this key, if any
+}
+
+// failedWithoutEffect reports whether the saved result is a failure under
+// which nothing was committed: the case stripe-v2 executes again.
+func (k *keyRecord) failedWithoutEffect() bool {
+	return k.refundID == "" && (k.saved.status < 200 || k.saved.status > 299)
+}
+
+// pruneKeysLocked forgets every key older than the retention, unless a
+// request under it is still executing. It runs on every creation request, so
+// the number of keys is bounded by the creation rate over the retention (and
+// by Config.MaxRememberedKeys).
+func (s *Simulator) pruneKeysLocked(now time.Time) {
+	for key, rec := range s.keys {
+		if !rec.inProgress && now.Sub(rec.firstSeen) >= s.cfg.KeyRetention {
+			delete(s.keys, key)
+		}
+	}
+}

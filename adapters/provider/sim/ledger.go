@@ -1,0 +1,164 @@
+package sim
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Counters are the ledger's counts, in total or for one operation.
+type Counters struct {
+	// RequestsReceived counts refund-creation requests as received, replays,
+	// rejections and dropped connections included.
+	RequestsReceived int `json:"requests_received"`
+	// RefundsCreated counts refunds committed.
+	RefundsCreated int `json:"refunds_created"`
+	// Lookups counts GET /v1/refunds and GET /v1/refunds/{id}.
+	Lookups int `json:"lookups"`
+}
+
+// RequestResult is what the simulator did with one refund-creation request.
+type RequestResult string
+
+const (
+	ResultPending   RequestResult = "pending"   // still being handled
+	ResultCreated   RequestResult = "created"   // executed; refund committed and answered 200
+	ResultReplayed  RequestResult = "replayed"  // answered from the key's saved result
+	ResultRejected  RequestResult = "rejected"  // 4xx; nothing executed (see the status)
+	ResultConflict  RequestResult = "conflict"  // 409: the key is in progress
+	ResultMismatch  RequestResult = "mismatch"  // 400 idempotency_error: different parameters
+	ResultFailed    RequestResult = "failed"    // executed and answered 5xx
+	ResultDropped   RequestResult = "dropped"   // connection closed on arrival; nothing executed
+	ResultLost      RequestResult = "lost"      // executed, refund committed, connection closed
+	ResultAbandoned RequestResult = "abandoned" // client left (or Close) during a delay; nothing executed
+)
+
+// ReceivedRequest is one refund-creation request in the ledger's log.
+type ReceivedRequest struct {
+	Seq            int64         `json:"seq"`
+	ReceivedAt     time.Time     `json:"received_at"` // simulated clock
+	IdempotencyKey string        `json:"idempotency_key"`
+	OperationID    string        `json:"operation_id,omitempty"`
+	Faults         []FaultKind   `json:"faults,omitempty"` // faults applied, in order
+	Status         int           `json:"status"`           // 0: no response was written
+	Replayed       bool          `json:"replayed"`
+	RefundID       string        `json:"refund_id,omitempty"` // the refund this request created
+	Result         RequestResult `json:"result"`
+}
+
+// Ledger is what the simulator observed. Totals and per-operation counters
+// are exact; Requests holds the most recent Config.RequestLogSize requests,
+// oldest first, and RequestsForgotten how many older ones were dropped.
+type Ledger struct {
+	Counters
+	ByOperation       map[string]Counters `json:"by_operation"`
+	Requests          []ReceivedRequest   `json:"requests"`
+	RequestsForgotten int                 `json:"requests_forgotten"`
+}
+
+// Ledger returns a copy of the ledger.
+func (s *Simulator) Ledger() Ledger {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := Ledger{
+		Counters:          s.totals,
+		ByOperation:       make(map[string]Counters, len(s.byOperation)),
+		Requests:          make([]ReceivedRequest, 0, len(s.requestLog)),
+		RequestsForgotten: s.requestsForgotten,
+	}
+	for op, c := range s.byOperation {
+		l.ByOperation[op] = *c
+	}
+	for _, r := range s.requestLog {
+		c := *r
+		c.Faults = slices.Clone(r.Faults)
+		l.Requests = append(l.Requests, c)
+	}
+	return l
+}
+
+// ExportedRefund is one line of the ledger export.
+type ExportedRefund struct {
+	ID             string `json:"id"`
+	OperationID    string `json:"operation_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	Order          string `json:"order"`
+	Status         string `json:"status"`
+	Created        int64  `json:"created"` // unix seconds, simulated clock
+}
+
+// WriteLedgerExport writes every refund created, in creation order, one JSON
+// object per line.
+func (s *Simulator) WriteLedgerExport(w io.Writer) error {
+	s.mu.Lock()
+	lines := make([]ExportedRefund, 0, len(s.refunds))
+	for _, r := range s.refunds {
+		lines = append(lines, ExportedRefund{
+			ID: r.ID, OperationID: r.operationID(), IdempotencyKey: r.IdempotencyKey, Amount: r.Amount,
+			Currency: r.Currency, Order: r.Order, Status: r.Status, Created: r.Created,
+		})
+	}
+	s.mu.Unlock() // do not hold the lock while writing to a slow writer
+
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			return fmt.Errorf("export ledger: %w", err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("export ledger: %w", err)
+	}
+	return nil
+}
+
+// countersLocked returns the counters of operationID, creating them.
+func (s *Simulator) countersLocked(operationID string) *Counters {
+	c, ok := s.byOperation[operationID]
+	if !ok {
+		c = &Counters{}
+		s.byOperation[operationID] = c
+	}
+	return c
+}
+
+// receiveLocked counts a refund-creation request and opens its log entry.
+func (s *Simulator) receiveLocked(key, operationID string) *ReceivedRequest {
+	s.totals.RequestsReceived++
+	if operationID != "" {
+		s.countersLocked(operationID).RequestsReceived++
+	}
+	s.nextRequest++
+	entry := &ReceivedRequest{
+		Seq: s.nextRequest, ReceivedAt: s.clock.now(), IdempotencyKey: key, OperationID: operationID,
+		Result: ResultPending,
+	}
+	if len(s.requestLog) >= s.cfg.RequestLogSize {
+		s.requestLog = s.requestLog[1:]
+		s.requestsForgotten++
+	}
+	s.requestLog = append(s.requestLog, entry)
+	return entry
+}
+
+// lookupLocked counts a lookup.
+func (s *Simulator) lookupLocked(operationID string) {
+	s.totals.Lookups++
+	if operationID != "" {
+		s.countersLocked(operationID).Lookups++
+	}
+}
+
+func cloneMetadata(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return maps.Clone(m)
+}
