@@ -154,6 +154,7 @@ func requireUnavailable(t *testing.T, name string, call func(ctx context.Context
 	defer timeout.Stop()
 	select {
 	case err := <-done:
+		t.Logf("%s: %v", name, err)
 		require.ErrorIs(t, err, eventstore.ErrUnavailable, name)
 	case <-timeout.C:
 		t.Fatalf("%s did not return within %s after the store went away", name, unavailableBound)

@@ -1,0 +1,81 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"opledger/eventstore"
+)
+
+// ReadStream implements eventstore.Store. It reads committed events whatever
+// their transaction order: a stream's versions are its own order. A limit of
+// zero or less reads nothing.
+func (s *Store) ReadStream(ctx context.Context, stream string, from int64, limit int) ([]eventstore.RecordedEvent, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	from = max(from, 0)
+	rows, err := s.pool.Query(ctx, s.sql.readStream, stream, from, limit)
+	if err != nil {
+		return nil, interpretError("read stream "+stream, err)
+	}
+	events, err := collectEvents(rows, limit)
+	return events, interpretError("read stream "+stream, err)
+}
+
+// ReadAll implements eventstore.Store: up to limit events after the given
+// position in (transaction id, global position) order, never past a
+// transaction that is still open. A limit of zero or less reads nothing.
+// after must be nil or a Position from this package (else
+// eventstore.ErrInvalidPosition).
+func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
+	from, err := asPosition(after)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.sql.readAll, from.TransactionID, from.GlobalPosition, limit)
+	if err != nil {
+		return nil, interpretError("read all", err)
+	}
+	events, err := collectEvents(rows, limit)
+	return events, interpretError("read all", err)
+}
+
+// Head returns the position of the last event ReadAll can return now: the
+// log's committed end as readers see it, for lag metrics. It is the zero
+// Position when no event is visible yet. Not part of the eventstore port.
+func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
+	var p Position
+	err := s.pool.QueryRow(ctx, s.sql.head).Scan(&p.TransactionID, &p.GlobalPosition)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, interpretError("head", err)
+	}
+	return p, nil
+}
+
+// collectEvents scans rows of eventColumns.
+func collectEvents(rows pgx.Rows, capacity int) ([]eventstore.RecordedEvent, error) {
+	events := make([]eventstore.RecordedEvent, 0, min(capacity, 1000))
+	var (
+		e  eventstore.RecordedEvent
+		p  Position
+		id string
+	)
+	_, err := pgx.ForEachRow(rows, []any{&p.GlobalPosition, &p.TransactionID, &e.StreamID, &e.Version, &id, &e.Type, &e.Data, &e.Metadata, &e.RecordedAt}, func() error {
+		e.ID = id
+		e.Position = p
+		e.RecordedAt = e.RecordedAt.UTC()
+		events = append(events, e)
+		e.Data, e.Metadata = nil, nil // fresh slices for the next row
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return events, nil
+}

@@ -1,0 +1,91 @@
+package postgres
+
+import "fmt"
+
+// statements holds the store's SQL, addressed to its schema once at
+// construction so no call builds SQL.
+type statements struct {
+	appendExact, appendNoStream, appendAny string
+	settle                                 string
+	readStream, readAll, head              string
+}
+
+// Each append variant writes the stream's row first (CTE s) and the events
+// insert reads s's RETURNING, so the row write comes first in the
+// transaction, the events are written only when the condition held, and the
+// statement returns no row when it did not. Parameters, common to all three:
+//
+//	$1 stream id, $2 number of events, $3 event ids (uuid[]), $4 types,
+//	$5 data (jsonb[]), $6 metadata (jsonb[]); appendExact adds $7, the
+//	expected version.
+//
+// The result row is (new stream version, events inserted).
+const appendEventsCTE = `
+), e AS (
+    INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata)
+    SELECT $1::text, s.version - $2::bigint + u.ord, u.id, u.type, u.data, u.metadata
+    FROM s, unnest($3::uuid[], $4::text[], $5::jsonb[], $6::jsonb[]) WITH ORDINALITY AS u(id, type, data, metadata, ord)
+    ORDER BY u.ord
+    RETURNING 1
+)
+SELECT s.version, (SELECT count(*) FROM e) FROM s`
+
+const (
+	appendExactSQL = `WITH s AS (
+    UPDATE %[1]s.streams SET version = version + $2::bigint
+    WHERE stream_id = $1::text AND version = $7::bigint
+    RETURNING version` + appendEventsCTE
+
+	appendNoStreamSQL = `WITH s AS (
+    INSERT INTO %[1]s.streams (stream_id, version) VALUES ($1::text, $2::bigint - 1)
+    ON CONFLICT (stream_id) DO NOTHING
+    RETURNING version` + appendEventsCTE
+
+	appendAnySQL = `WITH s AS (
+    INSERT INTO %[1]s.streams AS st (stream_id, version) VALUES ($1::text, $2::bigint - 1)
+    ON CONFLICT (stream_id) DO UPDATE SET version = st.version + $2::bigint
+    RETURNING version` + appendEventsCTE
+
+	// settleSQL reads, in one snapshot, the stream's version (NULL: no
+	// stream) and where any of the append's event ids ($2) sit in it.
+	settleSQL = `SELECT s.version, e.event_id::text, e.stream_version
+FROM (SELECT $1::text AS stream_id) AS k
+LEFT JOIN %[1]s.streams s ON s.stream_id = k.stream_id
+LEFT JOIN %[1]s.events e ON e.stream_id = k.stream_id AND e.event_id = ANY($2::uuid[])`
+
+	eventColumns = `global_position, transaction_id, stream_id, stream_version, event_id::text, event_type, data, metadata, recorded_at`
+
+	readStreamSQL = `SELECT ` + eventColumns + `
+FROM %[1]s.events
+WHERE stream_id = $1::text AND stream_version >= $2::bigint
+ORDER BY stream_version
+LIMIT $3::bigint`
+
+	// readAllSQL returns only rows of transactions below the snapshot's
+	// xmin: every transaction that could still commit a row ordered before
+	// them has ended.
+	readAllSQL = `SELECT ` + eventColumns + `
+FROM %[1]s.events
+WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
+  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY transaction_id, global_position
+LIMIT $3::bigint`
+
+	headSQL = `SELECT transaction_id, global_position
+FROM %[1]s.events
+WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY transaction_id DESC, global_position DESC
+LIMIT 1`
+)
+
+func newStatements(ident string) statements {
+	return statements{
+		appendExact:    fmt.Sprintf(appendExactSQL, ident),
+		appendNoStream: fmt.Sprintf(appendNoStreamSQL, ident),
+		appendAny:      fmt.Sprintf(appendAnySQL, ident),
+		settle:         fmt.Sprintf(settleSQL, ident),
+		readStream:     fmt.Sprintf(readStreamSQL, ident),
+		readAll:        fmt.Sprintf(readAllSQL, ident),
+		head:           fmt.Sprintf(headSQL, ident),
+	}
+}
