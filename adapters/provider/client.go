@@ -1,0 +1,215 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"opledger/domain"
+)
+
+// Client is the refunds API adapter. It is safe for concurrent use.
+type Client struct {
+	cfg        Config
+	http       *http.Client
+	refundsURL string
+	log        *slog.Logger
+}
+
+var _ domain.Provider = (*Client)(nil)
+
+// New validates cfg, fills its defaults and returns a client.
+func New(cfg Config) (*Client, error) {
+	cfg.setDefaults()
+	base, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	hc := *cfg.HTTPClient // a copy: the caller's client is not modified
+	hc.Timeout = 0        // the per-send timeout is applied through the request context
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{
+		cfg:        cfg,
+		http:       &hc,
+		refundsURL: base.JoinPath("v1", "refunds").String(),
+		log:        cfg.Logger.With("component", "provider-client", "provider", base.Host),
+	}, nil
+}
+
+// CreateRefund asks the provider to refund req and classifies what happened;
+// it never returns a bare error (see the package doc for the tables). It
+// sends at most MaxAttempts times, always with req.IdempotencyKey and the
+// same body, and starts no send once ctx is done.
+func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) domain.RefundResult {
+	if err := validateRefundRequest(req); err != nil {
+		return domain.RefundResult{Outcome: domain.NotApplied, Detail: "not sent: " + err.Error()}
+	}
+	body := []byte(refundForm(req).Encode())
+	header := c.baseHeader()
+	header.Set("Content-Type", "application/x-www-form-urlencoded")
+	header.Set("Idempotency-Key", string(req.IdempotencyKey))
+
+	sends := make([]sendResult, 0, c.cfg.MaxAttempts)
+	stop := ""
+	for attempt := 1; attempt <= c.cfg.MaxAttempts; attempt++ {
+		if attempt > 1 {
+			if err := c.wait(ctx, c.backoff(attempt-1)); err != nil {
+				stop = "no further send: " + err.Error()
+				break
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			stop = "no further send: " + err.Error()
+			break
+		}
+		start := c.cfg.Now()
+		r := c.sendCreate(ctx, req, body, header)
+		c.report(ctx, Send{
+			Kind: SendCreate, OperationID: req.OperationID, IdempotencyKey: req.IdempotencyKey, Attempt: attempt,
+			Outcome: r.outcome, StatusCode: r.status, Replayed: r.replayed, Retryable: r.retryable, Detail: r.detail,
+			Latency: c.cfg.Now().Sub(start),
+		})
+		sends = append(sends, r)
+		if r.outcome == domain.Completed || !r.retryable {
+			break
+		}
+		if attempt == c.cfg.MaxAttempts {
+			stop = fmt.Sprintf("gave up after %d sends", attempt)
+		}
+	}
+	result := conclude(sends, stop)
+	c.log.LogAttrs(ctx, slog.LevelInfo, "refund request classified",
+		slog.String("operation_id", string(req.OperationID)), slog.String("idempotency_key", string(req.IdempotencyKey)),
+		slog.Int("sends", len(sends)), slog.String("outcome", string(result.Outcome)),
+		slog.String("reference", result.ProviderReference), slog.String("detail", result.Detail))
+	return result
+}
+
+func (c *Client) sendCreate(ctx context.Context, req domain.RefundRequest, body []byte, header http.Header) sendResult {
+	x := c.exchange(ctx, http.MethodPost, c.refundsURL, body, header)
+	if x.fail != nil {
+		return *x.fail
+	}
+	return classifyResponse(req, x.status, x.header, x.body)
+}
+
+// conclude classifies the whole call from its sends (package doc, "the
+// whole call").
+func conclude(sends []sendResult, stop string) domain.RefundResult {
+	if len(sends) == 0 {
+		return domain.RefundResult{Outcome: domain.NotApplied, Detail: notSentDetail(stop)}
+	}
+	last := sends[len(sends)-1]
+	res := domain.RefundResult{Outcome: last.outcome, Detail: fmt.Sprintf("send %d: %s", len(sends), last.detail)}
+	for _, s := range sends {
+		if s.reference != "" {
+			res.ProviderReference = s.reference
+		}
+	}
+	if last.outcome == domain.NotApplied && !last.replayed {
+		for i, s := range sends[:len(sends)-1] {
+			if s.outcome == domain.Unknown {
+				res.Outcome = domain.Unknown
+				res.Detail += fmt.Sprintf("; but send %d may have reached the provider: %s", i+1, s.detail)
+				break
+			}
+		}
+	}
+	if stop != "" {
+		res.Detail += "; " + stop
+	}
+	return res
+}
+
+func notSentDetail(stop string) string {
+	if stop == "" {
+		return "not sent"
+	}
+	return "not sent: " + stop
+}
+
+// backoff is the wait before resend n (n >= 1): BackoffMin doubled n-1
+// times, capped at BackoffMax, with jitter in [d/2, d].
+func (c *Client) backoff(n int) time.Duration {
+	d := c.cfg.BackoffMin
+	for i := 1; i < n && d < c.cfg.BackoffMax; i++ { // n <= MaxAttemptsLimit
+		d *= 2
+	}
+	d = min(d, c.cfg.BackoffMax)
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// wait waits d, or less if ctx ends first (then it returns ctx's error).
+func (c *Client) wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-c.cfg.After(d):
+		return ctx.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Client) report(ctx context.Context, s Send) {
+	c.log.LogAttrs(ctx, slog.LevelDebug, "provider send",
+		slog.String("kind", string(s.Kind)), slog.String("operation_id", string(s.OperationID)),
+		slog.String("idempotency_key", string(s.IdempotencyKey)), slog.Int("attempt", s.Attempt),
+		slog.String("outcome", string(s.Outcome)), slog.Int("status", s.StatusCode), slog.Bool("replayed", s.Replayed),
+		slog.Bool("retryable", s.Retryable), slog.Duration("latency", s.Latency), slog.String("detail", s.Detail))
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.ObserveSend(ctx, s)
+	}
+}
+
+func (c *Client) baseHeader() http.Header {
+	h := http.Header{}
+	h.Set("Accept", "application/json")
+	h.Set("User-Agent", "opledger-provider-client")
+	if c.cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	return h
+}
+
+// refundForm is the creation body: the same bytes on every send.
+func refundForm(req domain.RefundRequest) url.Values {
+	return url.Values{
+		"amount":                               {strconv.FormatInt(req.AmountMinor, 10)},
+		"currency":                             {strings.ToLower(req.Currency)},
+		"order":                                {req.OrderID},
+		"metadata[" + metaOperationID + "]":    {string(req.OperationID)},
+		"metadata[" + metaIdempotencyKey + "]": {string(req.IdempotencyKey)},
+	}
+}
+
+// maxKeyLength is the longest idempotency key Stripe accepts.
+const maxKeyLength = 255
+
+func validateRefundRequest(req domain.RefundRequest) error {
+	switch {
+	case req.IdempotencyKey == "":
+		return fmt.Errorf("invalid refund request: empty idempotency key")
+	case len(req.IdempotencyKey) > maxKeyLength:
+		return fmt.Errorf("invalid refund request: idempotency key longer than %d bytes", maxKeyLength)
+	case req.OperationID == "":
+		return fmt.Errorf("invalid refund request: empty operation id")
+	case req.OrderID == "":
+		return fmt.Errorf("invalid refund request: empty order id")
+	case req.AmountMinor <= 0:
+		return fmt.Errorf("invalid refund request: amount %d is not positive", req.AmountMinor)
+	case len(req.Currency) != 3:
+		return fmt.Errorf("invalid refund request: currency %q is not a three-letter code", req.Currency)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package provider
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Defaults and bounds of Config.
+const (
+	DefaultTimeout     = 10 * time.Second
+	DefaultMaxAttempts = 3
+	DefaultBackoffMin  = 200 * time.Millisecond
+	DefaultBackoffMax  = 5 * time.Second
+	// MaxAttemptsLimit bounds MaxAttempts: retries are a resilience measure,
+	// not a way to wait out an outage (reconciliation does that).
+	MaxAttemptsLimit = 10
+	// maxResponseBytes bounds a response body the client reads.
+	maxResponseBytes = 1 << 20
+)
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the provider's root, e.g. "https://api.example.com" or the
+	// simulator's URL. Required; http or https.
+	BaseURL string
+	// HTTPClient sends the requests; defaults to a client over a clone of
+	// http.DefaultTransport. Its Timeout and CheckRedirect are not used: the
+	// client applies Timeout per send and never follows redirects.
+	HTTPClient *http.Client
+	// APIKey, if set, is sent as a bearer token. It is never logged.
+	APIKey string
+	// Timeout bounds one send, from dial to the last byte of the response.
+	Timeout time.Duration
+	// MaxAttempts bounds the sends of one CreateRefund or LookupRefunds.
+	MaxAttempts int
+	// BackoffMin and BackoffMax bound the wait before a resend.
+	BackoffMin, BackoffMax time.Duration
+	// Logger receives a line per send; defaults to discarding.
+	Logger *slog.Logger
+	// Observer, if set, is told about every send.
+	Observer Observer
+	// Now measures send latency; defaults to time.Now.
+	Now func() time.Time
+	// After makes the back-off timer; defaults to time.After. Tests replace
+	// it to hold the client in its back-off.
+	After func(time.Duration) <-chan time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.BackoffMin = cmp.Or(c.BackoffMin, DefaultBackoffMin)
+	c.BackoffMax = cmp.Or(c.BackoffMax, max(DefaultBackoffMax, c.BackoffMin))
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.After == nil {
+		c.After = time.After
+	}
+}
+
+func (c *Config) validate() (*url.URL, error) {
+	var errs []error
+	base, err := url.Parse(c.BaseURL)
+	switch {
+	case c.BaseURL == "":
+		errs = append(errs, errors.New("base URL is required"))
+	case err != nil:
+		errs = append(errs, fmt.Errorf("base URL: %w", err))
+	case base.Scheme != "http" && base.Scheme != "https":
+		errs = append(errs, fmt.Errorf("base URL %q: scheme must be http or https", base.Redacted()))
+	case base.Host == "":
+		errs = append(errs, fmt.Errorf("base URL %q has no host", base.Redacted()))
+	case base.User != nil:
+		errs = append(errs, errors.New("base URL must not carry credentials: use APIKey"))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout %s is negative", c.Timeout))
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > MaxAttemptsLimit {
+		errs = append(errs, fmt.Errorf("max attempts %d must be in [1, %d]", c.MaxAttempts, MaxAttemptsLimit))
+	}
+	if c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin {
+		errs = append(errs, fmt.Errorf("back-off [%s, %s] must satisfy 0 <= min <= max", c.BackoffMin, c.BackoffMax))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("provider client config: %w", err)
+	}
+	return base, nil
+}
