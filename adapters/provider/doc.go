@@ -31,7 +31,8 @@
 //	ctx cancelled mid-request                              Unknown     no
 //	dial failed: no connection obtained (httptrace GotConn
 //	  never fired) and the error is a *net.OpError "dial"  NotApplied  yes
-//	request could not be built, or ctx done before a send  NotApplied  no
+//	invalid RefundRequest, request not built, or ctx done
+//	  before the first send: nothing sent                  NotApplied  no
 //
 // Anything not in the table is Unknown: when in doubt, Unknown. NotApplied
 // for a dial error needs both signals, so that a custom RoundTripper whose
@@ -66,5 +67,7 @@
 // failure, a paginated (has_more) answer, or a refund of another operation is
 // an error, never an empty result. Stripe's "canceled" is reported as
 // "failed" and "requires_action" as "pending" (domain.ProviderRefund knows
-// three statuses); the idempotency key comes from metadata[idempotency_key].
+// three statuses); the idempotency key comes from metadata[idempotency_key],
+// which CreateRefund writes (a Stripe refund object does not carry its key),
+// so that reconciliation can tell one attempt's refund from another's.
 package provider
