@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The test command: makes sure PostgreSQL is reachable (starting the system's
+# cluster if it is down), creates a fresh database for this run, runs
+# `go test -race ./...` against it, and drops the database afterwards.
+#
+#   DATABASE_URL  server to use (default postgres://postgres@127.0.0.1:5432/postgres)
+#                 the database named in it is only used to create the run's own
+#   GO_TEST_FLAGS extra flags for go test (e.g. "-run Claim -v")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+admin_url=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
+redacted=$(printf '%s' "$admin_url" | sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#')
+
+reachable() { pg_isready -q -d "$admin_url" -t 2 >/dev/null 2>&1; }
+
+if ! reachable; then
+  echo "test.sh: PostgreSQL not reachable at $redacted; trying the system cluster" >&2
+  if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    for v in $(ls /etc/postgresql); do
+      pg_ctlcluster --skip-systemctl-redirect "$v" main start >&2 || true
+    done
+  fi
+  for _ in $(seq 1 30); do reachable && break; sleep 1; done
+  if ! reachable; then
+    echo "test.sh: PostgreSQL is still not reachable at $redacted." >&2
+    echo "         Set DATABASE_URL, or start it: pg_ctlcluster --skip-systemctl-redirect \$(ls /etc/postgresql) main start" >&2
+    exit 2
+  fi
+fi
+
+db="opledger_test_$(date +%Y%m%d%H%M%S)_$$"
+psql -q -v ON_ERROR_STOP=1 -d "$admin_url" -c "CREATE DATABASE $db" >/dev/null
+cleanup() { psql -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+# Same server, the run's own database.
+export DATABASE_URL=$(printf '%s' "$admin_url" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\1/$db#")
+echo "test.sh: database $db on $(printf '%s' "$DATABASE_URL" | sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#')" >&2
+
+go vet ./...
+# shellcheck disable=SC2086
+go test -race -count=1 -timeout 15m ${GO_TEST_FLAGS:-} ./...
