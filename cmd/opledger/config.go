@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opledger/eventstore/postgres"
+)
+
+// defaultDatabaseURL is where a command looks for Postgres when neither
+// DATABASE_URL nor --database-url says otherwise.
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// dbConfig is the database settings every Postgres-using command shares.
+type dbConfig struct {
+	url         string
+	storeSchema string
+	viewSchema  string
+}
+
+func dbFlags(fs *flag.FlagSet) *dbConfig {
+	c := &dbConfig{}
+	fs.StringVar(&c.url, "database-url", env("DATABASE_URL", defaultDatabaseURL), "PostgreSQL connection URL [DATABASE_URL]")
+	fs.StringVar(&c.storeSchema, "store-schema", env("OPLEDGER_STORE_SCHEMA", postgres.DefaultSchema), "schema of the event store tables [OPLEDGER_STORE_SCHEMA]")
+	fs.StringVar(&c.viewSchema, "schema", env("OPLEDGER_SCHEMA", "opledger"), "schema of the read models analysts query [OPLEDGER_SCHEMA]")
+	return c
+}
+
+// pool opens a pool and checks the server answers; errors never show the
+// password.
+func (c *dbConfig) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	if c.url == "" {
+		return nil, errors.New("no database: set DATABASE_URL or --database-url")
+	}
+	cfg, err := pgxpool.ParseConfig(c.url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL %s is malformed", postgres.RedactURL(c.url))
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = postgres.DefaultConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", postgres.RedactURL(c.url), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect %s: %w", postgres.RedactURL(c.url), err)
+	}
+	return pool, nil
+}
+
+// store opens the event store on pool and refuses an outdated schema.
+func (c *dbConfig) store(ctx context.Context, pool *pgxpool.Pool) (*postgres.Store, error) {
+	s, err := postgres.New(pool, c.storeSchema)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.CheckSchema(ctx); err != nil {
+		return nil, fmt.Errorf("%w (run 'opledger migrate')", err)
+	}
+	return s, nil
+}

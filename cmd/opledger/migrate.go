@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opledger/eventstore/postgres"
+)
+
+func init() {
+	register("migrate", "apply the database schema (event store and read models)", runMigrate)
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flags("migrate", "[--database-url URL] [--store-schema NAME]", stderr)
+	db := dbFlags(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	pool, err := db.pool(ctx)
+	if err != nil {
+		return fail(stderr, "migrate", err)
+	}
+	defer pool.Close()
+	applied, err := postgres.Migrate(ctx, pool, db.storeSchema)
+	if err != nil {
+		return fail(stderr, "migrate", err)
+	}
+	fmt.Fprintf(stdout, "event store schema %s: applied %v\n", db.storeSchema, nonNil(applied))
+	for _, m := range extraMigrations {
+		applied, err := m.migrate(ctx, pool, db)
+		if err != nil {
+			return fail(stderr, "migrate", err)
+		}
+		fmt.Fprintf(stdout, "%s: applied %v\n", m.name, nonNil(applied))
+	}
+	return 0
+}
+
+// extraMigrations are further schemas migrate applies (read models).
+var extraMigrations []struct {
+	name    string
+	migrate func(ctx context.Context, pool *pgxpool.Pool, db *dbConfig) ([]int, error)
+}
+
+func nonNil(v []int) []int {
+	if v == nil {
+		return []int{}
+	}
+	return v
+}
