@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,6 +17,16 @@ import (
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// streamLockKey is the advisory lock key appends to stream in schema take
+// (see statements.go): 64-bit FNV-1a of schema, a NUL, and stream.
+func streamLockKey(schema, stream string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	h.Write([]byte{0})
+	h.Write([]byte(stream))
+	return int64(h.Sum64())
 }
 
 // appendBatch is an append's events as the column arrays the statement
@@ -108,7 +119,7 @@ func (s *Store) appendOnce(ctx context.Context, q querier, stream string, expect
 	n := int64(len(b.ids))
 	var (
 		sql  string
-		args = []any{stream, n, b.ids, b.types, b.data, b.metadata}
+		args = []any{stream, n, b.ids, b.types, b.data, b.metadata, streamLockKey(s.schema, stream)}
 	)
 	switch v, exact := expected.Version(); {
 	case exact:

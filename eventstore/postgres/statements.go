@@ -10,17 +10,35 @@ type statements struct {
 	readStream, readAll, head              string
 }
 
-// Each append variant writes the stream's row first (CTE s) and the events
-// insert reads s's RETURNING, so the row write comes first in the
-// transaction, the events are written only when the condition held, and the
-// statement returns no row when it did not. Parameters, common to all three:
+// Each append variant first takes a transaction-scoped advisory lock on the
+// stream (CTE l), then writes the stream's row (CTE s), and the events
+// insert reads s's RETURNING. So the row write is the transaction's first
+// write, the events are written only when the condition held, and the
+// statement returns no row when it did not.
+//
+// The lock is what makes xid order follow version order. A transaction gets
+// its xid at its first write, and Postgres can assign it before the write
+// waits for a competing writer of the same row: an upsert's speculative
+// insert, racing to create a stream, takes an xid, waits for the winner, and
+// then appends after it with the older xid (the storetest StreamOrder test
+// catches this). Taking the lock needs no xid, and s reads from l, so an
+// append gets its xid only once every earlier append to the stream has
+// committed or aborted. The key is derived from schema and stream in Go
+// (streamLockKey); a hash collision only serializes two streams' appends.
+//
+// Parameters, common to all three:
 //
 //	$1 stream id, $2 number of events, $3 event ids (uuid[]), $4 types,
-//	$5 data (jsonb[]), $6 metadata (jsonb[]); appendExact adds $7, the
-//	expected version.
+//	$5 data (jsonb[]), $6 metadata (jsonb[]), $7 the stream's lock key;
+//	appendExact adds $8, the expected version.
 //
 // The result row is (new stream version, events inserted).
-const appendEventsCTE = `
+const (
+	appendLockCTE = `WITH l AS (
+    SELECT pg_advisory_xact_lock($7::bigint)
+), s AS (
+`
+	appendEventsCTE = `
 ), e AS (
     INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata)
     SELECT $1::text, s.version - $2::bigint + u.ord, u.id, u.type, u.data, u.metadata
@@ -29,20 +47,21 @@ const appendEventsCTE = `
     RETURNING 1
 )
 SELECT s.version, (SELECT count(*) FROM e) FROM s`
+)
 
 const (
-	appendExactSQL = `WITH s AS (
-    UPDATE %[1]s.streams SET version = version + $2::bigint
-    WHERE stream_id = $1::text AND version = $7::bigint
+	appendExactSQL = appendLockCTE + `    UPDATE %[1]s.streams SET version = version + $2::bigint
+    FROM l
+    WHERE stream_id = $1::text AND version = $8::bigint
     RETURNING version` + appendEventsCTE
 
-	appendNoStreamSQL = `WITH s AS (
-    INSERT INTO %[1]s.streams (stream_id, version) VALUES ($1::text, $2::bigint - 1)
+	appendNoStreamSQL = appendLockCTE + `    INSERT INTO %[1]s.streams (stream_id, version)
+    SELECT $1::text, $2::bigint - 1 FROM l
     ON CONFLICT (stream_id) DO NOTHING
     RETURNING version` + appendEventsCTE
 
-	appendAnySQL = `WITH s AS (
-    INSERT INTO %[1]s.streams AS st (stream_id, version) VALUES ($1::text, $2::bigint - 1)
+	appendAnySQL = appendLockCTE + `    INSERT INTO %[1]s.streams AS st (stream_id, version)
+    SELECT $1::text, $2::bigint - 1 FROM l
     ON CONFLICT (stream_id) DO UPDATE SET version = st.version + $2::bigint
     RETURNING version` + appendEventsCTE
 

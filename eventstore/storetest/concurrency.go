@@ -110,14 +110,20 @@ func (s suite) raceAny(t *testing.T) {
 }
 
 // readAllStreamOrder: under concurrent appends to shared streams, the global
-// log holds every stream's events in version order.
+// log holds every stream's events in version order. Writers move on to new
+// streams every few appends, so streams are also created under contention
+// (where a Postgres upsert can take its transaction id before it waits).
 func (s suite) readAllStreamOrder(t *testing.T) {
 	const (
 		writers   = 4
-		perWriter = 25
+		perWriter = 30
+		perStream = 5 // appends per writer before the writers move on
 	)
 	ctx, store := testContext(t), s.newStore(t)
-	shared := []string{newStream("shared-a"), newStream("shared-b")}
+	streams := make([][2]string, perWriter/perStream)
+	for i := range streams {
+		streams[i] = [2]string{newStream("shared-a"), newStream("shared-b")}
+	}
 	stores := s.instances(t, store, writers)
 	start := make(chan struct{})
 	errs := make(chan error, writers)
@@ -126,7 +132,7 @@ func (s suite) readAllStreamOrder(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for i := range perWriter {
-				stream := shared[(w+i)%len(shared)]
+				stream := streams[i/perStream][(w+i)%2]
 				if _, err := stores[w].Append(ctx, stream, eventstore.Any(), newEvents(1+i%2, i)); err != nil {
 					errs <- err
 					return
@@ -147,11 +153,16 @@ func (s suite) readAllStreamOrder(t *testing.T) {
 	got := waitReadAll(ctx, t, store, nil, total)
 	require.Len(t, got, total)
 	requireIncreasing(t, got)
-	last := map[string]int64{shared[0]: -1, shared[1]: -1}
+	last := make(map[string]int64)
 	for _, e := range got {
-		require.Equal(t, last[e.StreamID]+1, e.Version, "stream %s out of version order in the global log at %s", e.StreamID, e.Position)
+		prev, seen := last[e.StreamID]
+		if !seen {
+			prev = eventstore.NoStreamVersion
+		}
+		require.Equal(t, prev+1, e.Version, "stream %s out of version order in the global log at %s", e.StreamID, e.Position)
 		last[e.StreamID] = e.Version
 	}
+	require.Len(t, last, 2*len(streams))
 }
 
 // readAllCommitOrder: an event that takes its global position before another
