@@ -1,0 +1,219 @@
+// Package harness wires opledger's roles to real adapters for end-to-end
+// scenarios: the command handler on a given event store, the provider client
+// talking HTTP to the provider simulator, workers, the sweeper and the
+// reconciler, all on one clock that also drives the simulator's. The
+// scenario tests and the demo use it; it holds no logic of its own beyond
+// wiring and the refund story's steps.
+package harness
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"time"
+
+	"opledger/adapters/provider"
+	"opledger/adapters/provider/sim"
+	"opledger/domain"
+	"opledger/domain/clock"
+	"opledger/domain/ledger"
+	"opledger/domain/recovery"
+	"opledger/domain/worker"
+	"opledger/eventstore"
+)
+
+// Options configures a World. Zero values take defaults.
+type Options struct {
+	Store   eventstore.Store // required
+	Profile domain.ProviderProfile
+	// Start is the clock's reading at New (default: Thursday 14:02:10 UTC of
+	// the seed story).
+	Start time.Time
+	// Index finds sweeper and reconciler candidates (default: a LogIndex).
+	Index recovery.Index
+	// ClientAttempts bounds the provider client's sends per call (default 3).
+	ClientAttempts int
+	// ProviderURL, when set, uses that provider instead of starting a
+	// simulator in process (Sim is then nil).
+	ProviderURL string
+	Logger      *slog.Logger
+}
+
+// SeedStart is the seed story's first moment: Thursday 14:02:10 UTC.
+var SeedStart = time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC)
+
+// World is one running refund system.
+type World struct {
+	Clock      *clock.Manual
+	Store      eventstore.Store
+	Ledger     *ledger.Handler
+	Sim        *sim.Simulator
+	SimURL     string
+	Provider   *provider.Client
+	Index      recovery.Index
+	Sweeper    *recovery.Sweeper
+	Reconciler *recovery.Reconciler
+	Profile    domain.ProviderProfile
+	// WorkerTimers drive lease renewals of workers made by Worker;
+	// ClientTimers drive the provider client's back-off. Nothing fires them
+	// but the caller.
+	WorkerTimers *Timers
+	ClientTimers *Timers
+	Logger       *slog.Logger
+
+	server *httptest.Server
+}
+
+// New builds a world. Close it when done.
+func New(opts Options) (*World, error) {
+	if opts.Store == nil {
+		return nil, fmt.Errorf("harness: Store is required")
+	}
+	if opts.Profile.Name == "" {
+		opts.Profile = domain.StripeV1
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	w := &World{
+		Clock: clock.NewManual(cmp.Or(opts.Start, SeedStart)), Store: opts.Store, Profile: opts.Profile,
+		WorkerTimers: NewTimers(), ClientTimers: NewTimers(), Logger: opts.Logger,
+	}
+	var err error
+	w.Ledger, err = ledger.New(ledger.Config{Store: opts.Store, Clock: w.Clock, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	w.SimURL = opts.ProviderURL
+	if w.SimURL == "" {
+		p, err := sim.ParseProfile(opts.Profile.Name)
+		if err != nil {
+			return nil, err
+		}
+		w.Sim, err = sim.New(sim.Config{Profile: p, Clock: w.Clock.Now, Logger: opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+		w.server = httptest.NewServer(w.Sim)
+		w.SimURL = w.server.URL
+	}
+	w.Provider, err = provider.New(provider.Config{
+		BaseURL: w.SimURL, MaxAttempts: cmp.Or(opts.ClientAttempts, 3), Timeout: 10 * time.Second,
+		After: w.ClientTimers.After, Logger: opts.Logger,
+	})
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.Index = opts.Index
+	if w.Index == nil {
+		w.Index = recovery.NewLogIndex(opts.Store)
+	}
+	w.Sweeper, err = recovery.NewSweeper(recovery.SweeperConfig{Ledger: w.Ledger, Index: w.Index, Logger: opts.Logger})
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.Reconciler, err = recovery.NewReconciler(recovery.ReconcilerConfig{
+		Ledger: w.Ledger, Index: w.Index, Provider: w.Provider, Profile: opts.Profile, Logger: opts.Logger,
+	})
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Close stops the in-process simulator.
+func (w *World) Close() {
+	if w.server != nil {
+		w.server.Close()
+	}
+	if w.Sim != nil {
+		w.Sim.Close()
+	}
+}
+
+// Worker returns a worker named id on this world's ledger and provider, its
+// lease renewals driven by WorkerTimers.
+func (w *World) Worker(id string) (*worker.Worker, error) {
+	return worker.New(worker.Config{
+		ID: id, Ledger: w.Ledger, Provider: w.Provider, Clock: w.Clock, Logger: w.Logger,
+		After: w.WorkerTimers.After,
+	})
+}
+
+// Refund names one approved refund: its operation and the capability issued.
+type Refund struct {
+	Operation  domain.OperationID
+	Capability domain.CapabilityID
+	Decision   domain.Decided
+}
+
+// Approve requests operation op (amount in minor units, EUR, on an order
+// whose total is twice the amount), decides it Allowed under the profile's
+// key policy and issues a capability: the refund API's part of the story.
+func (w *World) Approve(ctx context.Context, op domain.OperationID, order string, amountMinor int64) (Refund, error) {
+	_, err := w.Ledger.RequestOperation(ctx, domain.RequestOperation{
+		OperationID: op, OrderID: order, AmountMinor: amountMinor, Currency: "EUR",
+		OrderTotalMinor: 2 * amountMinor, CorrelationID: domain.CorrelationID("COR-" + string(op)), RequestedBy: "agent-7",
+	}, ledger.Cause{Actor: "agent-7"})
+	if err != nil {
+		return Refund{}, err
+	}
+	return w.Reauthorize(ctx, op, domain.Facts{OrderRefundable: true})
+}
+
+// Reauthorize decides op's next attempt on facts and, when Allowed, issues a
+// capability for it. A Denied decision returns Refund with no capability.
+func (w *World) Reauthorize(ctx context.Context, op domain.OperationID, facts domain.Facts) (Refund, error) {
+	d, _, err := w.Ledger.Decide(ctx, op, domain.Decide{
+		Approver: "agent-7", ApprovalLimitMinor: 50_000, Facts: facts, KeyPolicy: w.Profile.KeyPolicy,
+	}, ledger.Cause{Actor: "agent-7"})
+	if err != nil || d.Verdict != domain.Allowed {
+		return Refund{Operation: op, Decision: d}, err
+	}
+	c, err := w.IssueCapability(ctx, op)
+	return Refund{Operation: op, Capability: c, Decision: d}, err
+}
+
+// IssueCapability issues another capability under op's latest decision.
+func (w *World) IssueCapability(ctx context.Context, op domain.OperationID) (domain.CapabilityID, error) {
+	c, err := w.Ledger.IssueCapability(ctx, op, domain.IssueCapability{}, ledger.Cause{Actor: "refund-api"})
+	return c.CapabilityID, err
+}
+
+// Delivery builds the message that carries refund r.
+func (r Refund) Delivery(msg domain.MessageID) worker.Delivery {
+	return worker.Delivery{
+		MessageID: msg, CorrelationID: domain.CorrelationID("COR-" + string(r.Operation)),
+		OperationID: r.Operation, CapabilityID: r.Capability,
+	}
+}
+
+// State loads op from its stream.
+func (w *World) State(ctx context.Context, op domain.OperationID) (*domain.Operation, error) {
+	return w.Ledger.Load(ctx, op)
+}
+
+// Evidence returns op's recorded refusals.
+func (w *World) Evidence(ctx context.Context, op domain.OperationID) ([]domain.PresentationRejected, error) {
+	events, err := w.Store.ReadStream(ctx, op.StreamName(), 0, 100_000)
+	if err != nil {
+		return nil, err
+	}
+	var out []domain.PresentationRejected
+	for _, rec := range events {
+		if rec.Type != domain.TypePresentationRejected {
+			continue
+		}
+		e, err := ledger.DecodeRecorded(rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e.(domain.PresentationRejected))
+	}
+	return out, nil
+}
