@@ -20,6 +20,15 @@ import (
 // before serving.
 var ErrSchemaOutdated = errors.New("event store schema outdated")
 
+// ErrLogAheadOfServer means the event log holds transaction ids the server
+// has not reached: it was restored (pg_dump/pg_restore) into another cluster,
+// whose transaction id counter starts lower. Events appended now would sort
+// before the restored ones and readers would skip them. Before serving, stop
+// the server and advance its transaction id epoch past the log's
+// (pg_resetwal -e E, with E greater than max(transaction_id) >> 32); reader
+// checkpoints then stay valid. CheckSchema reports it.
+var ErrLogAheadOfServer = errors.New("event log ahead of the server's transaction ids")
+
 // SQLSTATE codes interpretError treats specially. See
 // https://www.postgresql.org/docs/current/errcodes-appendix.html.
 const (

@@ -138,10 +138,12 @@ SET LOCAL search_path TO ` + ident
 	return applied, nil
 }
 
-// CheckSchema returns nil when the store's schema holds every migration this
-// binary embeds, and otherwise an error wrapping ErrSchemaOutdated that names
-// the missing versions (or says the schema was never migrated). A server
-// should refuse to start on that error. Connection failures wrap
+// CheckSchema returns nil when the store may serve: its schema holds every
+// migration this binary embeds, else an error wrapping ErrSchemaOutdated
+// names the missing versions (or says the schema was never migrated); and
+// the log's transaction ids are behind the server's, else an error wraps
+// ErrLogAheadOfServer (a restore into another cluster). A server should
+// refuse to start on either. Connection failures wrap
 // eventstore.ErrUnavailable.
 func (s *Store) CheckSchema(ctx context.Context) error {
 	op := "check schema " + s.schema
@@ -168,6 +170,22 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%s: %w: missing migrations %s: run migrate", op, ErrSchemaOutdated, strings.Join(missing, ", "))
+	}
+	return s.checkTransactionIDs(ctx, op)
+}
+
+// checkTransactionIDs refuses a log whose newest transaction id the server
+// has not reached yet: it was restored from another cluster, and new events
+// would sort before the restored ones, behind every reader's checkpoint.
+func (s *Store) checkTransactionIDs(ctx context.Context, op string) error {
+	var newest, next uint64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT max(transaction_id) FROM `+s.ident+`.events), '0'::xid8),
+       pg_snapshot_xmax(pg_current_snapshot())`).Scan(&newest, &next)
+	if err != nil {
+		return interpretError(op, err)
+	}
+	if newest >= next {
+		return fmt.Errorf("%s: %w: newest event's transaction id %d, server's next %d", op, ErrLogAheadOfServer, newest, next)
 	}
 	return nil
 }

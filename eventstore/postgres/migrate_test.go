@@ -91,3 +91,27 @@ func TestMigrateUnreachable(t *testing.T) {
 	_, err = postgres.Migrate(context.WithoutCancel(t.Context()), pool, "")
 	require.ErrorIs(t, err, eventstore.ErrUnavailable)
 }
+
+// TestCheckSchemaRefusesRestoredLog: a log whose transaction ids the server
+// has not reached (as after pg_restore into a new cluster) is refused.
+func TestCheckSchemaRefusesRestoredLog(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url, schema := pgtest.Schema(t)
+	store := pgtest.OpenMigrated(t, url, schema)
+	require.NoError(t, store.CheckSchema(ctx), "empty log")
+	_, err := store.Append(ctx, "s", eventstore.NoStream(), newEvents(1))
+	require.NoError(t, err)
+	require.NoError(t, store.CheckSchema(ctx), "a log written here")
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema, "events"}.Sanitize()+`
+		(transaction_id, stream_id, stream_version, event_id, event_type)
+		VALUES ((1::bigint << 40)::text::xid8, 'restored', 0, gen_random_uuid(), 'T')`)
+	require.NoError(t, err)
+	err = store.CheckSchema(ctx)
+	require.ErrorIs(t, err, postgres.ErrLogAheadOfServer)
+	require.NotErrorIs(t, err, eventstore.ErrUnavailable)
+}

@@ -14,9 +14,11 @@ import (
 // TransactionID first, then GlobalPosition; a checkpoint must keep both, since
 // global_position alone is assigned before commit and so is not commit order.
 //
-// The zero Position is the start of the log. TransactionIDs are xid8 values,
-// which restart after a logical restore (pg_dump/pg_restore into a new
-// cluster): checkpoints taken before such a restore must be rebased.
+// The zero Position is the start of the log. TransactionIDs are xid8 values
+// of the cluster that wrote the event. A logical restore (pg_dump/pg_restore)
+// into another cluster keeps them while that cluster's counter starts lower;
+// CheckSchema then refuses to serve (ErrLogAheadOfServer says how to advance
+// the counter so that existing checkpoints stay valid).
 type Position struct {
 	TransactionID  uint64 // xid8 of the writing transaction
 	GlobalPosition int64  // the events.global_position identity value
