@@ -1,0 +1,213 @@
+package audit
+
+import (
+	"time"
+
+	"opledger/domain"
+)
+
+// The checks on authority: the request, decisions, capabilities and claims
+// (invariants 1, 2, 3, 6 and 9).
+
+// requested: S3, once per stream and for the stream's own operation.
+func (v *verifier) requested(ev domain.OperationRequested) {
+	st := v.st
+	switch {
+	case st.requested:
+		v.emit(S3RequestedFirst, nil, "the operation is requested a second time")
+		return
+	case ev.OperationID != v.op:
+		v.emit(S3RequestedFirst, nil, "OperationRequested names operation %s on the stream of %s", ev.OperationID, v.op)
+	case v.rec.Version != 0 && !st.unrequested:
+		v.emit(S3RequestedFirst, nil, "OperationRequested at version %d, not 0", v.rec.Version)
+	}
+	st.requested, st.amount, st.orderTotal = true, ev.AmountMinor, ev.OrderTotalMinor
+}
+
+// decided: I9 (nothing is decided while an execution blocks; an Allowed
+// verdict agrees with the policy on its recorded facts), I2 (a decision is
+// for the next attempt), I6 (its key is derived).
+func (v *verifier) decided(ev domain.Decided) {
+	st := v.st
+	if b := st.firstBlocker(); b != nil {
+		v.emit(I9NewAttemptDecided, []int64{b.version}, "decision %s while %s is %s: a new decision needs every earlier execution NotApplied",
+			ev.DecisionID, b.name(), b.state)
+	} else if want := st.lastAttempt + 1; ev.Attempt != want {
+		v.emit(I2AuthorityNeverReset, nil, "decision %s is for attempt %d; the next attempt is %d", ev.DecisionID, ev.Attempt, want)
+	}
+	pol := policyOf(ev.KeyPolicy)
+	if pol == policyUnknown {
+		v.emit(I6ProviderKeyDerived, nil, "decision %s has key policy %q, which derives no key", ev.DecisionID, ev.KeyPolicy)
+	} else if want := keyFor(v.op, pol, ev.Attempt); ev.IdempotencyKey != want {
+		v.emit(I6ProviderKeyDerived, nil, "decision %s records provider key %q; attempt %d under %s derives %q",
+			ev.DecisionID, ev.IdempotencyKey, ev.Attempt, ev.KeyPolicy, want)
+	}
+	switch ev.Verdict {
+	case domain.Allowed:
+		if reasons := v.policyDenies(ev); len(reasons) > 0 {
+			v.emit(I9NewAttemptDecided, nil, "decision %s allows attempt %d although %s denies its recorded facts: %v",
+				ev.DecisionID, ev.Attempt, ev.PolicyVersion, reasons)
+		}
+	case domain.Denied:
+	default:
+		v.emit(S2Decodable, nil, "decision %s has verdict %q", ev.DecisionID, ev.Verdict)
+	}
+	st.decided = true
+	st.latest = decisionRec{id: v.hash.of(string(ev.DecisionID)), attempt: ev.Attempt, allowed: ev.Verdict == domain.Allowed,
+		policy: pol, version: v.rec.Version}
+}
+
+// policyDenies re-evaluates the policy on the facts a decision recorded,
+// with the domain's own rules, when the decision names this build's policy
+// version. It returns the reasons the policy denies them, or nil.
+func (v *verifier) policyDenies(ev domain.Decided) []string {
+	if ev.PolicyVersion != domain.PolicyVersion || !v.st.requested {
+		return nil
+	}
+	probe := domain.NewOperation()
+	if err := probe.Evolve(domain.OperationRequested{OperationID: v.op, AmountMinor: v.st.amount, OrderTotalMinor: v.st.orderTotal}); err != nil {
+		return nil
+	}
+	approver := ev.Approver
+	if approver == "" || len(approver) > domain.MaxIDLength {
+		approver = "audit"
+	}
+	out, err := probe.Decide(domain.Decide{DecisionID: "DEC-AUDIT", Approver: approver, ApprovalLimitMinor: ev.ApprovalLimit,
+		Facts: ev.Facts, KeyPolicy: ev.KeyPolicy}, ev.DecidedAt)
+	if err != nil || len(out) != 1 {
+		return nil // the recorded decision is not one the policy can re-evaluate (malformed): other checks say why
+	}
+	if d, ok := out[0].(domain.Decided); ok && d.Verdict == domain.Denied {
+		return d.Reasons
+	}
+	return nil
+}
+
+// capabilityIssued: I2 (authority is never issued again), I9 (it follows the
+// latest Allowed decision, for that decision's attempt, which has not
+// executed yet).
+func (v *verifier) capabilityIssued(ev domain.CapabilityIssued) {
+	st := v.st
+	k := v.hash.of(string(ev.CapabilityID))
+	if c := st.caps.get(k); c != nil {
+		v.emit(I2AuthorityNeverReset, []int64{c.version}, "capability %s is issued again (already %s): authority is never reissued or reset",
+			ev.CapabilityID, capStateName(c.state))
+		return
+	}
+	dec := st.latest
+	pol := policyUnknown
+	switch {
+	case !st.decided:
+		v.emit(I9NewAttemptDecided, nil, "capability %s issued with no decision recorded", ev.CapabilityID)
+	case v.hash.of(string(ev.DecisionID)) != dec.id:
+		v.emit(I9NewAttemptDecided, []int64{dec.version}, "capability %s issued under decision %s, which is not the latest decision",
+			ev.CapabilityID, ev.DecisionID)
+	case !dec.allowed:
+		v.emit(I9NewAttemptDecided, []int64{dec.version}, "capability %s issued under decision %s, which denied", ev.CapabilityID, ev.DecisionID)
+	case ev.Attempt != dec.attempt:
+		v.emit(I9NewAttemptDecided, []int64{dec.version}, "capability %s is for attempt %d; its decision %s is for attempt %d",
+			ev.CapabilityID, ev.Attempt, ev.DecisionID, dec.attempt)
+	default:
+		pol = dec.policy
+	}
+	if ev.Attempt <= st.lastAttempt {
+		v.emit(I9NewAttemptDecided, nil, "capability %s is for attempt %d, which has executed already: a new attempt is decided again first",
+			ev.CapabilityID, ev.Attempt)
+	}
+	st.caps.put(k, capRec{decision: v.hash.of(string(ev.DecisionID)), expires: ev.ExpiresAt.UnixNano(), version: v.rec.Version,
+		attempt: int32(ev.Attempt), state: capIssued, policy: pol})
+}
+
+// capabilityRevoked: S4. Spent authority stays spent: revoking a consumed
+// capability does not make it anything but consumed.
+func (v *verifier) capabilityRevoked(ev domain.CapabilityRevoked) {
+	c := v.st.caps.get(v.hash.of(string(ev.CapabilityID)))
+	if c == nil {
+		v.emit(S4ReferencesResolve, nil, "revokes capability %s, never issued on this operation", ev.CapabilityID)
+		return
+	}
+	if c.state == capIssued {
+		c.state, c.version = capRevoked, v.rec.Version
+	}
+}
+
+// claimed: I1 (the capability is consumed once, and only while issued and
+// unexpired), I2 (for its own attempt, not yet executed), I9 (under the
+// latest Allowed decision), I6 (the key derives from that decision), I3 (no
+// execution blocks), I4 (not opened by a duplicate delivery).
+func (v *verifier) claimed(ev domain.Claimed) {
+	st := v.st
+	k := v.hash.of(string(ev.CapabilityID))
+	c := st.caps.get(k)
+	switch {
+	case c == nil:
+		v.emit(I1CapabilityConsumedOnce, nil, "claims capability %s, never issued on this operation", ev.CapabilityID)
+	case c.state == capConsumed:
+		v.emit(I1CapabilityConsumedOnce, []int64{c.version}, "consumes capability %s a second time (consumed at version %d)", ev.CapabilityID, c.version)
+	case c.state == capRevoked:
+		v.emit(I1CapabilityConsumedOnce, []int64{c.version}, "claims capability %s, revoked at version %d", ev.CapabilityID, c.version)
+	case !ev.ClaimedAt.Before(time.Unix(0, c.expires)):
+		v.emit(I1CapabilityConsumedOnce, []int64{c.version}, "claims capability %s at %s; it expired at %s",
+			ev.CapabilityID, stamp(ev.ClaimedAt), stamp(time.Unix(0, c.expires)))
+	}
+	pol := st.latest.policy
+	if c != nil {
+		if int(c.attempt) != ev.Attempt {
+			v.emit(I2AuthorityNeverReset, []int64{c.version}, "claim for attempt %d under capability %s of attempt %d", ev.Attempt, ev.CapabilityID, c.attempt)
+		}
+		switch {
+		case c.decision != st.latest.id:
+			v.emit(I9NewAttemptDecided, []int64{st.latest.version}, "claims capability %s whose decision was superseded by the decision at version %d",
+				ev.CapabilityID, st.latest.version)
+		case !st.latest.allowed:
+			v.emit(I9NewAttemptDecided, []int64{st.latest.version}, "claims capability %s under a decision that denied", ev.CapabilityID)
+		}
+		if c.policy != policyUnknown {
+			pol = c.policy
+		}
+	}
+	if ev.Attempt <= st.lastAttempt {
+		v.emit(I2AuthorityNeverReset, nil, "claim for attempt %d, which has an execution already: a new attempt needs a new decision and a new capability", ev.Attempt)
+	}
+	if pol != policyUnknown {
+		if want := keyFor(v.op, pol, ev.Attempt); ev.IdempotencyKey != want {
+			v.emit(I6ProviderKeyDerived, nil, "execution %s carries provider key %q; its attempt %d derives %q", ev.ExecutionID, ev.IdempotencyKey, ev.Attempt, want)
+		}
+	}
+	if b := st.firstBlocker(); b != nil {
+		v.emit(I3OneConsequentialExecution, []int64{b.version}, "opens execution %s while %s is %s", ev.ExecutionID, b.name(), b.state)
+	}
+	m := v.hash.of(string(ev.MessageID))
+	if st.duplicated.has(m) {
+		v.emit(I4UnknownNeverInferred, nil, "opens execution %s on message %s, already recorded as a duplicate delivery", ev.ExecutionID, ev.MessageID)
+	}
+
+	if c == nil {
+		c = st.caps.put(k, capRec{attempt: int32(ev.Attempt)})
+	}
+	c.state, c.version = capConsumed, v.rec.Version
+	st.presented.add(m)
+	st.lastAttempt = max(st.lastAttempt, ev.Attempt)
+	xk := v.hash.of(string(ev.ExecutionID))
+	x := st.execs.get(xk)
+	if x != nil {
+		v.emit(S4ReferencesResolve, []int64{x.version}, "execution id %s is used a second time", ev.ExecutionID)
+	} else {
+		x = st.execs.put(xk, execRec{})
+	}
+	x.epoch, x.leaseExpires, x.owner, x.attempt = ev.LeaseEpoch, ev.LeaseExpiresAt.UnixNano(), v.hash.of(ev.WorkerID), int32(ev.Attempt)
+	x.id, x.unknown = ev.ExecutionID, nil
+	v.setState(x, exExecuting)
+}
+
+func capStateName(s capState) string {
+	switch s {
+	case capIssued:
+		return string(domain.CapIssued)
+	case capConsumed:
+		return string(domain.CapConsumed)
+	case capRevoked:
+		return string(domain.CapRevoked)
+	}
+	return "unknown"
+}

@@ -1,0 +1,165 @@
+package audit
+
+import (
+	"time"
+
+	"opledger/domain"
+)
+
+// execState is an execution's state in one byte.
+type execState uint8
+
+const (
+	exExecuting execState = iota + 1
+	exCompleted
+	exNotApplied
+	exUnknown
+	exEscalated
+)
+
+var execStateNames = [...]domain.ExecutionState{
+	exExecuting: domain.ExecExecuting, exCompleted: domain.ExecCompleted, exNotApplied: domain.ExecNotApplied,
+	exUnknown: domain.ExecUnknown, exEscalated: domain.ExecEscalated,
+}
+
+func (s execState) String() string { return string(execStateNames[s]) }
+
+// open: the execution is not finished (its strings are kept).
+func (s execState) open() bool { return s == exExecuting || s == exUnknown || s == exEscalated }
+
+// blocks: no other execution of the operation may open (invariant 3).
+func (s execState) blocks() bool { return s != exNotApplied }
+
+// unknownish: Unknown for safety (Escalated included).
+func (s execState) unknownish() bool { return s == exUnknown || s == exEscalated }
+
+// stateOfOutcome maps a definite outcome to its state; ok is false for
+// anything else.
+func stateOfOutcome(o domain.Outcome) (execState, bool) {
+	switch o {
+	case domain.Completed:
+		return exCompleted, true
+	case domain.NotApplied:
+		return exNotApplied, true
+	}
+	return 0, false
+}
+
+// capState is a capability's state in one byte.
+type capState uint8
+
+const (
+	capIssued capState = iota + 1
+	capConsumed
+	capRevoked
+)
+
+// keyPolicy is a decision's key policy in one byte (0: not known).
+type keyPolicy uint8
+
+const (
+	policyUnknown keyPolicy = iota
+	policyPerAttempt
+	policyReuseFirst
+)
+
+func policyOf(p domain.KeyPolicy) keyPolicy {
+	switch p {
+	case domain.KeyPerAttempt:
+		return policyPerAttempt
+	case domain.KeyReuseFirst:
+		return policyReuseFirst
+	}
+	return policyUnknown
+}
+
+// keyFor derives the provider key of attempt under policy, as Decide does.
+func keyFor(op domain.OperationID, p keyPolicy, attempt int) domain.IdempotencyKey {
+	if p == policyReuseFirst {
+		return domain.IdempotencyKeyFor(op, 1)
+	}
+	return domain.IdempotencyKeyFor(op, attempt)
+}
+
+// decisionRec is the latest decision of an operation.
+type decisionRec struct {
+	id      idHash
+	attempt int
+	allowed bool
+	policy  keyPolicy
+	version int64
+}
+
+// capRec is one capability: 40 bytes.
+type capRec struct {
+	decision idHash
+	expires  int64 // unix nanoseconds
+	version  int64 // where it was issued, then where it was consumed or revoked
+	attempt  int32
+	state    capState
+	policy   keyPolicy // its decision's, when that was the latest at issue
+}
+
+// execRec is one execution. The strings and the Unknown record exist only
+// while the execution is open; they are dropped when it ends.
+type execRec struct {
+	epoch        int64
+	leaseExpires int64 // unix nanoseconds
+	version      int64 // where its state last changed
+	owner        idHash
+	attempt      int32
+	state        execState
+	id           domain.ExecutionID // "" once the execution ended
+	unknown      *unknownSince      // set while Unknown or Escalated
+}
+
+// unknownSince records how and where an execution became Unknown.
+type unknownSince struct {
+	seq      int64 // order in this run, for listing oldest first
+	position string
+	version  int64
+	at       time.Time
+	via      string
+}
+
+// operationState is everything Verify keeps about one operation stream.
+type operationState struct {
+	version      int64 // last stream version seen (-1: none)
+	requested    bool
+	unrequested  bool // an event before OperationRequested was reported
+	amount       int64
+	orderTotal   int64
+	decided      bool
+	latest       decisionRec
+	lastAttempt  int // highest attempt that has an execution
+	openExecs    int // Executing, Unknown or Escalated
+	blockingExec int // open or Completed
+	caps         idMap[capRec]
+	execs        idMap[execRec]
+	presented    idSet // message ids presented (claimed or refused)
+	duplicated   idSet // message ids recorded as duplicate deliveries
+}
+
+func newOperationState() *operationState { return &operationState{version: -1} }
+
+// firstBlocker returns the first execution that forbids a new one, or nil.
+func (st *operationState) firstBlocker() *execRec {
+	if st.blockingExec == 0 {
+		return nil
+	}
+	for i := range st.execs.vals {
+		if x := &st.execs.vals[i]; x.state.blocks() {
+			return x
+		}
+	}
+	return nil
+}
+
+// name is how a message names an execution: its id while open, else where
+// it was last changed.
+func (x *execRec) name() string {
+	if x.id != "" {
+		return string(x.id)
+	}
+	return "the execution " + x.state.String() + " at version " + itoa(x.version)
+}

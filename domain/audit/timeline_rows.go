@@ -1,0 +1,132 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"opledger/domain"
+)
+
+// describe fills the row fields one event carries, with its payload time.
+func describe(e domain.Event) TimelineRow {
+	switch ev := e.(type) {
+	case domain.OperationRequested:
+		d := fmt.Sprintf("refund of %s on order %s, correlation %s", money(ev.AmountMinor, ev.Currency), ev.OrderID, ev.CorrelationID)
+		if ev.OrderTotalMinor > 0 {
+			d += ", order total " + money(ev.OrderTotalMinor, ev.Currency)
+		}
+		return TimelineRow{Time: ev.RequestedAt, Actor: ev.RequestedBy, Detail: d}
+	case domain.Decided:
+		return TimelineRow{Time: ev.DecidedAt, Outcome: string(ev.Verdict), Reason: strings.Join(ev.Reasons, ","),
+			Detail: fmt.Sprintf("decision %s for attempt %d, provider key %s (%s), %s, approver %s (limit %d), facts %s",
+				ev.DecisionID, ev.Attempt, ev.IdempotencyKey, ev.KeyPolicy, ev.PolicyVersion, ev.Approver, ev.ApprovalLimit, facts(ev.Facts))}
+	case domain.CapabilityIssued:
+		return TimelineRow{Time: ev.IssuedAt, Capability: ev.CapabilityID, Outcome: string(domain.CapIssued),
+			Detail: fmt.Sprintf("single use, attempt %d under %s, expires %s", ev.Attempt, ev.DecisionID, stamp(ev.ExpiresAt))}
+	case domain.CapabilityRevoked:
+		return TimelineRow{Time: ev.RevokedAt, Capability: ev.CapabilityID, Outcome: string(domain.CapRevoked),
+			Actor: ev.RevokedBy, Detail: ev.Reason}
+	case domain.Claimed:
+		return TimelineRow{Time: ev.ClaimedAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Message: ev.MessageID,
+			Capability: ev.CapabilityID, Outcome: string(domain.ExecExecuting),
+			Detail: fmt.Sprintf("capability consumed for attempt %d, lease until %s, provider key %s",
+				ev.Attempt, stamp(ev.LeaseExpiresAt), ev.IdempotencyKey)}
+	case domain.DeliveryDuplicated:
+		d := "message seen before on this operation; nothing executed, no state changed"
+		if ev.ExecutionID != "" {
+			d = fmt.Sprintf("message seen before; %s still %s; nothing executed, no state changed", ev.ExecutionID, ev.ExecutionState)
+		}
+		return TimelineRow{Time: ev.SeenAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Message: ev.MessageID, Capability: ev.CapabilityID,
+			Outcome: string(domain.StatusDuplicateDelivery), Reason: string(domain.ReasonDeliveryDuplicate), Detail: d}
+	case domain.PresentationRejected:
+		d := "execution not attempted"
+		if ev.ExecutionAttempted {
+			d = "EXECUTION ATTEMPTED"
+		}
+		if ev.ReplaySuspected {
+			d += "; replay suspected"
+		}
+		return TimelineRow{Time: ev.RejectedAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Message: ev.MessageID, Capability: ev.CapabilityID,
+			Outcome: string(ev.Status), Reason: string(ev.Reason), Detail: joinNonEmpty(d, ev.Detail)}
+	case domain.LeaseRenewed:
+		return TimelineRow{Time: ev.RenewedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch,
+			Detail: "lease until " + stamp(ev.LeaseExpiresAt)}
+	case domain.OutcomeRecorded:
+		return TimelineRow{Time: ev.RecordedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Outcome: string(ev.Outcome),
+			Detail: joinNonEmpty(ref(ev.ProviderReference), ev.Detail)}
+	case domain.OutcomeUnknown:
+		return TimelineRow{Time: ev.RecordedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Outcome: string(domain.ExecUnknown),
+			Detail: joinNonEmpty("the executor cannot tell whether the effect happened", ev.Cause)}
+	case domain.LeaseLapsed:
+		return TimelineRow{Time: ev.LapsedAt, Execution: ev.ExecutionID, Epoch: ev.ToEpoch, EpochFrom: ev.FromEpoch,
+			Outcome: string(domain.ExecUnknown), Reason: "lease.lapsed",
+			Detail: fmt.Sprintf("lease expired %s; epoch %d fenced off", stamp(ev.LeaseExpiredAt), ev.FromEpoch)}
+	case domain.LateOutcomeRecorded:
+		return TimelineRow{Time: ev.RecordedAt, Execution: ev.ExecutionID, Epoch: ev.StaleEpoch, Outcome: string(ev.Outcome),
+			Detail: joinNonEmpty("late evidence from the stale executor", ref(ev.ProviderReference), ev.Detail)}
+	case domain.Reconciled:
+		return TimelineRow{Time: ev.ReconciledAt, Actor: ev.Actor, Execution: ev.ExecutionID, Outcome: string(ev.Outcome), Reason: string(ev.Method),
+			Detail: joinNonEmpty(ref(ev.ProviderReference), ev.Evidence)}
+	case domain.Escalated:
+		return TimelineRow{Time: ev.EscalatedAt, Execution: ev.ExecutionID, Outcome: string(domain.ExecEscalated), Reason: ev.Reason,
+			Detail: ev.Detail}
+	case domain.WriteRefused:
+		d := fmt.Sprintf("%s refused at epoch %d (current %d)", ev.Command, ev.LeaseEpoch, ev.CurrentEpoch)
+		if ev.Outcome != "" {
+			d += "; it reported " + string(ev.Outcome)
+		}
+		return TimelineRow{Time: ev.RefusedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Reason: string(ev.Reason),
+			Detail: joinNonEmpty(d, ref(ev.ProviderReference), ev.Detail)}
+	}
+	return TimelineRow{}
+}
+
+// zeroDecimal lists ISO 4217 currencies without minor units, so amounts read
+// as people write them.
+var zeroDecimal = map[string]bool{"BIF": true, "CLP": true, "DJF": true, "GNF": true, "ISK": true, "JPY": true,
+	"KMF": true, "KRW": true, "PYG": true, "RWF": true, "UGX": true, "VND": true, "VUV": true, "XAF": true, "XOF": true, "XPF": true}
+
+// money renders minor units as an amount: 12000 EUR reads "120.00 EUR".
+func money(minor int64, currency string) string {
+	if zeroDecimal[strings.ToUpper(currency)] {
+		return fmt.Sprintf("%d %s", minor, currency)
+	}
+	sign := ""
+	if minor < 0 {
+		sign, minor = "-", -minor
+	}
+	return fmt.Sprintf("%s%d.%02d %s", sign, minor/100, minor%100, currency)
+}
+
+func facts(f domain.Facts) string {
+	s := fmt.Sprintf("refundable=%t chargeback=%t refunded=%d", f.OrderRefundable, f.ChargebackOpen, f.RefundedMinor)
+	if f.OrderTotalMinor > 0 {
+		s += fmt.Sprintf(" order_total=%d", f.OrderTotalMinor)
+	}
+	return s
+}
+
+// stamp renders a time inside a detail, in UTC.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
+
+func ref(r string) string {
+	if r == "" {
+		return ""
+	}
+	return "provider reference " + r
+}
+
+func joinNonEmpty(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
