@@ -2,7 +2,6 @@ package harness_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -241,22 +240,6 @@ func TestSecondCapabilityWhileUnknownOpensNothing(t *testing.T) {
 	require.Equal(t, domain.CapIssued, s.state().Capabilities[second].State)
 }
 
-// goneAfterClaim is a worker's ledger whose process dies right after the
-// claim: nothing it writes later arrives.
-type goneAfterClaim struct{ worker.Ledger }
-
-var errProcessGone = errors.New("process recycled")
-
-func (g goneAfterClaim) RenewLease(context.Context, domain.OperationID, domain.RenewLease) (domain.LeaseRenewed, error) {
-	return domain.LeaseRenewed{}, errProcessGone
-}
-func (g goneAfterClaim) RecordOutcome(context.Context, domain.OperationID, domain.RecordOutcome, ledger.Cause) error {
-	return errProcessGone
-}
-func (g goneAfterClaim) RecordLateOutcome(context.Context, domain.OperationID, domain.RecordLateOutcome, ledger.Cause) error {
-	return errProcessGone
-}
-
 // 6. The whole Thursday timeline and Friday's resubmission end with exactly
 // one refund, for both provider profiles.
 func TestThursdayAndFriday(t *testing.T) {
@@ -276,7 +259,7 @@ func TestThursdayAndFriday(t *testing.T) {
 			// response never arrives, and the process is recycled.
 			at("14:02:13")
 			s.arm(sim.FaultLoseResponseAfterCommit)
-			wa, err := worker.New(worker.Config{ID: "worker-a", Ledger: goneAfterClaim{s.w.Ledger}, Provider: s.w.Provider,
+			wa, err := worker.New(worker.Config{ID: "worker-a", Ledger: harness.CrashAfterClaim{Ledger: s.w.Ledger}, Provider: s.w.Provider,
 				Clock: s.w.Clock, After: s.w.WorkerTimers.After, RecordAttempts: 1})
 			require.NoError(t, err)
 			a := s.deliver(wa, r.Delivery("MSG-55A"))

@@ -121,3 +121,9 @@ func fail(stderr io.Writer, cmd string, err error) int {
 	fmt.Fprintf(stderr, "opledger %s: %v\n", cmd, err)
 	return 1
 }
+
+// newQuietLogger logs warnings and errors only: for commands whose own
+// output tells the story.
+func newQuietLogger(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))
+}
