@@ -205,3 +205,5 @@ func onEveryBackendShared(t *testing.T, f func(t *testing.T, open func(t *testin
 		})
 	}
 }
+
+func newMemoryStore() eventstore.Store { return memory.New(nil) }

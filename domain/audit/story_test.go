@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -61,10 +62,10 @@ type story struct {
 func newStory(t *testing.T, store eventstore.Store) *story {
 	s := &story{t: t, ctx: context.Background(), store: store, clk: clock.NewManual(t0)}
 	var err error
-	s.h, err = ledger.New(ledger.Config{Store: store, Clock: s.clk, AppendRetryBackoff: time.Millisecond})
+	s.h, err = ledger.New(ledger.Config{Store: store, Clock: s.clk, Logger: quiet, AppendRetryBackoff: time.Millisecond})
 	require.NoError(t, err)
 	index := recovery.NewLogIndex(store)
-	s.sweep, err = recovery.NewSweeper(recovery.SweeperConfig{Ledger: s.h, Index: index})
+	s.sweep, err = recovery.NewSweeper(recovery.SweeperConfig{Ledger: s.h, Index: index, Logger: quiet})
 	require.NoError(t, err)
 	provider := &fakeProvider{
 		refunds: map[domain.OperationID][]domain.ProviderRefund{
@@ -73,7 +74,7 @@ func newStory(t *testing.T, store eventstore.Store) *story {
 		},
 		fail: map[domain.OperationID]bool{opOpen: true},
 	}
-	s.recon, err = recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: s.h, Index: index, Provider: provider})
+	s.recon, err = recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: s.h, Index: index, Provider: provider, Logger: quiet})
 	require.NoError(t, err)
 	return s
 }
@@ -136,10 +137,12 @@ func (s *story) write() int64 {
 	s.at(34 * time.Second) // 14:02:44 the queue redelivers to worker B
 	require.Equal(t, domain.StatusDuplicateDelivery, s.present(opThursday, "MSG-55A", "CAP-91F", "worker-b", "").Status)
 	s.at(90 * time.Second) // 14:03:40 the lease lapses; the sweeper marks EXE-1 Unknown
+	s.settle()
 	n, err := s.sweep.SweepOnce(s.ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	s.at(170 * time.Second) // 14:05 reconciliation finds the refund
+	s.settle()
 	steps, err := s.recon.ReconcileOnce(s.ctx)
 	require.NoError(t, err)
 	require.Len(t, steps, 1)
@@ -188,6 +191,7 @@ func (s *story) write() int64 {
 	s.present(opEscalated, "MSG-5004", "CAP-5004", "worker-a", "EXE-5004")
 	require.NoError(t, s.record(opEscalated, "EXE-5004", "worker-a", domain.Unknown, "", "connection reset"))
 	s.at(31 * time.Minute)
+	s.settle()
 	steps, err = s.recon.ReconcileOnce(s.ctx)
 	require.NoError(t, err)
 	require.Len(t, steps, 2)
@@ -199,6 +203,7 @@ func (s *story) write() int64 {
 	s.issue(opLate, "CAP-5005")
 	s.present(opLate, "MSG-5005", "CAP-5005", "worker-a", "EXE-5005")
 	s.at(41 * time.Minute)
+	s.settle()
 	n, err = s.sweep.SweepOnce(s.ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -229,12 +234,23 @@ func (s *story) write() int64 {
 	require.Equal(t, domain.StatusAlreadyConsumed, r.Status)
 	require.True(t, r.ReplaySuspected)
 
-	total := streamLength(t, s.store, domain.EvidenceStream)
+	return s.written()
+}
+
+// written counts the events the story has written so far.
+func (s *story) written() int64 {
+	total := streamLength(s.t, s.store, domain.EvidenceStream)
 	for _, op := range storyOperations {
-		total += streamLength(t, s.store, op.StreamName())
+		total += streamLength(s.t, s.store, op.StreamName())
 	}
 	return total
 }
+
+// settle waits until the global log shows everything written so far: the
+// sweeper and the reconciler find their work through it.
+func (s *story) settle() { waitVisible(s.t, s.store, s.written()) }
+
+var quiet = slog.New(slog.DiscardHandler)
 
 func requireRefusal(t *testing.T, err error, reason domain.Reason) {
 	t.Helper()
