@@ -24,6 +24,8 @@ type RequestOperation struct {
 	OrderTotalMinor int64 // 0: not known yet; a decision must then supply it
 	CorrelationID   CorrelationID
 	RequestedBy     string
+	RequestKey      string // the API caller's Idempotency-Key, if any
+	RequestHash     string // a hash of the API request body, if any
 }
 
 // Decide evaluates the refund policy for the operation's next attempt.

@@ -64,3 +64,35 @@ func (o *Operation) RevokeCapability(cmd RevokeCapability, now time.Time) ([]Eve
 	}
 	return []Event{CapabilityRevoked{CapabilityID: c.ID, Reason: cmd.Reason, RevokedBy: cmd.Actor, RevokedAt: now}}, nil
 }
+
+// DecideAndIssue evaluates the policy and, when the verdict is Allowed,
+// issues a capability under that very decision, as one decision: either both
+// events are recorded or neither. A Denied verdict returns the Decided event
+// alone.
+func (o *Operation) DecideAndIssue(d Decide, c IssueCapability, now time.Time) ([]Event, error) {
+	events, err := o.Decide(d, now)
+	if err != nil {
+		return nil, err
+	}
+	dec := events[0].(Decided)
+	if dec.Verdict != Allowed {
+		return events, nil
+	}
+	if _, err := ParseCapabilityID(string(c.CapabilityID)); err != nil {
+		return nil, refuse(ReasonCommandInvalid, "%v", err)
+	}
+	if _, dup := o.Capabilities[c.CapabilityID]; dup {
+		return nil, refuse(ReasonCommandInvalid, "capability %s already exists", c.CapabilityID)
+	}
+	ttl := c.TTL
+	if ttl == 0 {
+		ttl = DefaultCapabilityTTL
+	}
+	if ttl < 0 || ttl > MaxCapabilityTTL {
+		return nil, refuse(ReasonCommandInvalid, "capability ttl %s outside (0, %s]", ttl, MaxCapabilityTTL)
+	}
+	return append(events, CapabilityIssued{
+		CapabilityID: c.CapabilityID, DecisionID: dec.DecisionID, Attempt: dec.Attempt,
+		IssuedAt: now, ExpiresAt: now.Add(ttl),
+	}), nil
+}

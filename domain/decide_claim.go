@@ -100,6 +100,9 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 		return reject(StatusInvalid, ReasonCapabilityWrongAttempt, false, nil, "attempt already ended NotApplied; a new attempt needs a new decision"), nil
 	}
 	// 5. consume and open the execution
+	if _, err := ParseExecutionID(string(cmd.ExecutionID)); err != nil {
+		return ClaimResult{}, refuse(ReasonCommandInvalid, "%v", err)
+	}
 	d, _ := o.LatestDecision()
 	lease := cmd.LeaseDuration
 	if lease == 0 {
@@ -126,9 +129,6 @@ func validateClaim(cmd Claim) error {
 		}
 	}
 	if _, err := ParseCapabilityID(string(cmd.CapabilityID)); err != nil {
-		return refuse(ReasonCommandInvalid, "%v", err)
-	}
-	if _, err := ParseExecutionID(string(cmd.ExecutionID)); err != nil {
 		return refuse(ReasonCommandInvalid, "%v", err)
 	}
 	if err := checkChars("worker id", cmd.WorkerID, true); err != nil {

@@ -23,13 +23,16 @@ func (o *Operation) Request(cmd RequestOperation, now time.Time) ([]Event, error
 	if cmd.OrderTotalMinor < 0 {
 		return nil, refuse(ReasonCommandInvalid, "order_total_minor must not be negative")
 	}
+	if len(cmd.RequestKey) > 255 || len(cmd.RequestHash) > 128 {
+		return nil, refuse(ReasonCommandInvalid, "request key or hash too long")
+	}
 	if len(cmd.RequestedBy) > MaxIDLength {
 		return nil, refuse(ReasonCommandInvalid, "requested_by is longer than %d bytes", MaxIDLength)
 	}
 	return []Event{OperationRequested{
 		OperationID: cmd.OperationID, OrderID: cmd.OrderID, AmountMinor: cmd.AmountMinor,
 		Currency: cmd.Currency, OrderTotalMinor: cmd.OrderTotalMinor, CorrelationID: cmd.CorrelationID,
-		RequestedBy: cmd.RequestedBy, RequestedAt: now,
+		RequestedBy: cmd.RequestedBy, RequestedAt: now, RequestKey: cmd.RequestKey, RequestHash: cmd.RequestHash,
 	}}, nil
 }
 

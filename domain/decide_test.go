@@ -306,3 +306,29 @@ func requireReason(t *testing.T, err error, reason Reason) {
 	require.True(t, errors.As(err, &r), "want refusal %s, got %v", reason, err)
 	require.Equal(t, reason, r.Reason, r.Detail)
 }
+
+func TestChildIDsNameTheirOperation(t *testing.T) {
+	id := ChildID(PrefixExecution, "OP-4471", 2)
+	require.Equal(t, "EXE-4471.2", id)
+	op, ok := OperationOf(id)
+	require.True(t, ok)
+	require.Equal(t, OperationID("OP-4471"), op)
+	op, ok = OperationOf(ChildID(PrefixCapability, "OP-a.b.c", 11))
+	require.True(t, ok)
+	require.Equal(t, OperationID("OP-a.b.c"), op)
+	for _, bad := range []string{"EXE-4471", "EXE-.1", "EXE-4471.", "EXE-4471.x", "MSG-1.1"} {
+		_, ok := OperationOf(bad)
+		require.False(t, ok, bad)
+	}
+}
+
+func TestDecideAndIssueIsOneDecision(t *testing.T) {
+	f := newFixture(t)
+	ev := f.apply(f.op.DecideAndIssue(Decide{DecisionID: "DEC-1", Approver: "a", ApprovalLimitMinor: 50000, Facts: okFacts}, IssueCapability{CapabilityID: "CAP-1"}, t0))
+	require.Len(t, ev, 2)
+	require.Equal(t, DecisionID("DEC-1"), ev[1].(CapabilityIssued).DecisionID)
+	f2 := newFixture(t)
+	ev = f2.apply(f2.op.DecideAndIssue(Decide{DecisionID: "DEC-1", Approver: "a", ApprovalLimitMinor: 1, Facts: okFacts}, IssueCapability{CapabilityID: "CAP-1"}, t0))
+	require.Len(t, ev, 1, "a denial issues nothing")
+	require.Empty(t, f2.op.Capabilities)
+}

@@ -42,6 +42,11 @@ type OperationRequested struct {
 	CorrelationID   CorrelationID `json:"correlation_id"`
 	RequestedBy     string        `json:"requested_by,omitempty"`
 	RequestedAt     time.Time     `json:"requested_at"`
+	// RequestKey and RequestHash are the caller's Idempotency-Key and a hash
+	// of its request body, when the operation was requested over the API: a
+	// repeat with the same key is answered from them.
+	RequestKey  string `json:"request_key,omitempty"`
+	RequestHash string `json:"request_hash,omitempty"`
 }
 
 // Verdict is the result of one policy evaluation.

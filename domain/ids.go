@@ -132,3 +132,33 @@ func (id ExecutionID) String() string   { return string(id) }
 func (id CorrelationID) String() string { return string(id) }
 func (id MessageID) String() string     { return string(id) }
 func (k IdempotencyKey) String() string { return string(k) }
+
+// ChildID mints the n-th identifier of a kind within operation op:
+// prefix + op's suffix + "." + n, e.g. ChildID(PrefixExecution, "OP-4471", 1)
+// is "EXE-4471.1". Such ids are deterministic (a retried command mints the
+// same one), unique across operations, and name their operation, so an API
+// given only an execution or capability id can find its stream.
+func ChildID(prefix string, op OperationID, n int) string {
+	return fmt.Sprintf("%s%s.%d", prefix, strings.TrimPrefix(string(op), PrefixOperation), n)
+}
+
+// OperationOf returns the operation a ChildID-minted id belongs to.
+func OperationOf(id string) (OperationID, bool) {
+	for _, p := range []string{PrefixExecution, PrefixCapability, PrefixDecision} {
+		rest, ok := strings.CutPrefix(id, p)
+		if !ok {
+			continue
+		}
+		dot := strings.LastIndexByte(rest, '.')
+		if dot <= 0 || dot == len(rest)-1 {
+			return "", false
+		}
+		for _, r := range rest[dot+1:] {
+			if r < '0' || r > '9' {
+				return "", false
+			}
+		}
+		return OperationID(PrefixOperation + rest[:dot]), true
+	}
+	return "", false
+}

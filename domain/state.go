@@ -93,6 +93,8 @@ type Operation struct {
 	Currency        string
 	OrderTotalMinor int64
 	CorrelationID   CorrelationID
+	RequestKey      string
+	RequestHash     string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 
@@ -199,6 +201,7 @@ func (o *Operation) Evolve(e Event) error {
 		}
 		o.ID, o.OrderID, o.AmountMinor, o.Currency = ev.OperationID, ev.OrderID, ev.AmountMinor, ev.Currency
 		o.OrderTotalMinor, o.CorrelationID, o.CreatedAt = ev.OrderTotalMinor, ev.CorrelationID, ev.RequestedAt
+		o.RequestKey, o.RequestHash = ev.RequestKey, ev.RequestHash
 		o.UpdatedAt = ev.RequestedAt
 		return nil
 	}

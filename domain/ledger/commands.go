@@ -25,11 +25,12 @@ func (h *Handler) RequestOperation(ctx context.Context, cmd domain.RequestOperat
 // Decide evaluates the policy for the operation's next attempt. A Denied
 // verdict is a recorded decision, not an error.
 func (h *Handler) Decide(ctx context.Context, op domain.OperationID, cmd domain.Decide, by Cause) (domain.Decided, *domain.Operation, error) {
-	if cmd.DecisionID == "" {
-		cmd.DecisionID = domain.DecisionID(h.cfg.NewID(domain.PrefixDecision))
-	}
 	state, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
-		return s.Decide(cmd, now)
+		c := cmd
+		if c.DecisionID == "" {
+			c.DecisionID = domain.DecisionID(domain.ChildID(domain.PrefixDecision, s.ID, len(s.Decisions)+1))
+		}
+		return s.Decide(c, now)
 	})
 	if err != nil {
 		return domain.Decided{}, state, err
@@ -39,16 +40,41 @@ func (h *Handler) Decide(ctx context.Context, op domain.OperationID, cmd domain.
 
 // IssueCapability issues single-use authority under the latest Allowed decision.
 func (h *Handler) IssueCapability(ctx context.Context, op domain.OperationID, cmd domain.IssueCapability, by Cause) (domain.CapabilityIssued, error) {
-	if cmd.CapabilityID == "" {
-		cmd.CapabilityID = domain.CapabilityID(h.cfg.NewID(domain.PrefixCapability))
-	}
 	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
-		return s.IssueCapability(cmd, now)
+		c := cmd
+		if c.CapabilityID == "" {
+			c.CapabilityID = domain.CapabilityID(domain.ChildID(domain.PrefixCapability, s.ID, len(s.Capabilities)+1))
+		}
+		return s.IssueCapability(c, now)
 	})
 	if err != nil {
 		return domain.CapabilityIssued{}, err
 	}
 	return events[0].(domain.CapabilityIssued), nil
+}
+
+// DecideAndIssue evaluates the policy and, when Allowed, issues a capability
+// under that decision in the same append. The capability is the zero value
+// when the verdict is Denied.
+func (h *Handler) DecideAndIssue(ctx context.Context, op domain.OperationID, d domain.Decide, c domain.IssueCapability, by Cause) (domain.Decided, domain.CapabilityIssued, error) {
+	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		dc, cc := d, c
+		if dc.DecisionID == "" {
+			dc.DecisionID = domain.DecisionID(domain.ChildID(domain.PrefixDecision, s.ID, len(s.Decisions)+1))
+		}
+		if cc.CapabilityID == "" {
+			cc.CapabilityID = domain.CapabilityID(domain.ChildID(domain.PrefixCapability, s.ID, len(s.Capabilities)+1))
+		}
+		return s.DecideAndIssue(dc, cc, now)
+	})
+	if err != nil {
+		return domain.Decided{}, domain.CapabilityIssued{}, err
+	}
+	var issued domain.CapabilityIssued
+	if len(events) > 1 {
+		issued = events[1].(domain.CapabilityIssued)
+	}
+	return events[0].(domain.Decided), issued, nil
 }
 
 // RevokeCapability withdraws unused authority.
@@ -75,13 +101,14 @@ type ClaimOutcome struct {
 // On any error, nothing may be executed: ErrUnavailable in particular means
 // the claim's fate is not known to this caller (invariant 8).
 func (h *Handler) Claim(ctx context.Context, op domain.OperationID, cmd domain.Claim) (ClaimOutcome, error) {
-	if cmd.ExecutionID == "" {
-		cmd.ExecutionID = domain.ExecutionID(h.cfg.NewID(domain.PrefixExecution))
-	}
 	by := Cause{Actor: cmd.WorkerID, CausationID: string(cmd.MessageID), CorrelationID: cmd.CorrelationID}
 	var result domain.ClaimResult
 	state, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
-		r, err := s.Claim(cmd, now)
+		c := cmd
+		if c.ExecutionID == "" && s.Exists() {
+			c.ExecutionID = domain.ExecutionID(domain.ChildID(domain.PrefixExecution, s.ID, len(s.Executions)+1))
+		}
+		r, err := s.Claim(c, now)
 		if err != nil {
 			return nil, err
 		}
