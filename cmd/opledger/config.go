@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opledger/eventstore"
 	"opledger/eventstore/postgres"
 )
 
@@ -64,4 +65,19 @@ func (c *dbConfig) store(ctx context.Context, pool *pgxpool.Pool) (*postgres.Sto
 		return nil, fmt.Errorf("%w (run 'opledger migrate')", err)
 	}
 	return s, nil
+}
+
+// openEventStore opens the event store the settings name and checks its
+// schema. The returned func releases it.
+func openEventStore(ctx context.Context, c *dbConfig) (eventstore.Store, func(), error) {
+	pool, err := c.pool(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := c.store(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return s, pool.Close, nil
 }

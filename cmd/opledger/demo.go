@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"opledger/adapters/harness"
+	"opledger/domain/audit"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"
 	"opledger/eventstore/postgres"
@@ -37,13 +39,42 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
+
+	fmt.Fprintln(stdout, "\n== audit replay "+string(harness.StoryOperation)+" (straight from its stream)")
+	rows, err := audit.Replay(ctx, store, harness.StoryOperation)
+	if err != nil {
+		return fail(stderr, "demo", err)
+	}
+	if err := audit.WriteTimelineText(stdout, harness.StoryOperation, rows); err != nil {
+		return fail(stderr, "demo", err)
+	}
+	fmt.Fprintln(stdout, "\n== audit verify (every invariant over the whole log)")
+	report, err := audit.Verify(ctx, store, audit.VerifyOptions{})
+	if err != nil {
+		return fail(stderr, "demo", err)
+	}
+	if err := report.WriteText(stdout); err != nil {
+		return fail(stderr, "demo", err)
+	}
+	result := demoResult{Summary: sum, Invariants: "ok"}
+	if !report.OK() {
+		var b strings.Builder
+		_ = report.WriteText(&b)
+		result.Invariants = b.String()
+	}
 	fmt.Fprintln(stdout)
-	line, _ := json.Marshal(sum)
+	line, _ := json.Marshal(result)
 	fmt.Fprintln(stdout, string(line))
-	if sum.RefundsCreated != 1 {
+	if sum.RefundsCreated != 1 || !report.OK() {
 		return 1
 	}
 	return 0
+}
+
+// demoResult is the demo's last line.
+type demoResult struct {
+	harness.Summary
+	Invariants string `json:"invariants"`
 }
 
 // demoStore opens Postgres in a schema of the demo's own when it is

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"opledger/domain"
+	"opledger/domain/audit"
+	"opledger/eventstore"
+)
+
+func init() {
+	register("audit", "replay an operation, verify every invariant, diff against a provider export", runAudit)
+}
+
+func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(stderr, `usage:
+  opledger audit replay <operation-id> [--json]
+  opledger audit verify [--json] [--from P] [--to P]
+  opledger audit provider-diff --provider-ledger FILE [--json]
+
+Each reads the event store itself (never the read models): DATABASE_URL / --database-url.
+verify and provider-diff exit 0 when all holds, 1 with a report when not.`)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "replay":
+		return auditReplay(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return auditVerify(ctx, args[1:], stdout, stderr)
+	case "provider-diff":
+		return auditProviderDiff(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "opledger audit: unknown subcommand %q (replay, verify, provider-diff)\n", args[0])
+	return 2
+}
+
+func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flags("audit replay", "<operation-id> [--json]", stderr)
+	db := dbFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	// The operation id may come before or after the flags.
+	var opArg string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		opArg, args = args[0], args[1:]
+	}
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if opArg == "" && fs.NArg() > 0 {
+		opArg = fs.Arg(0)
+	}
+	op, err := domain.ParseOperationID(opArg)
+	if err != nil {
+		return fail(stderr, "audit replay", err)
+	}
+	store, closeStore, err := openEventStore(ctx, db)
+	if err != nil {
+		return fail(stderr, "audit replay", err)
+	}
+	defer closeStore()
+	rows, err := audit.Replay(ctx, store, op)
+	if err != nil {
+		return fail(stderr, "audit replay", err)
+	}
+	if *asJSON {
+		err = audit.WriteTimelineJSON(stdout, op, rows)
+	} else {
+		err = audit.WriteTimelineText(stdout, op, rows)
+	}
+	if err != nil {
+		return fail(stderr, "audit replay", err)
+	}
+	return 0
+}
+
+func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flags("audit verify", "[--json] [--from P] [--to P]", stderr)
+	db := dbFlags(fs)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	from := fs.String("from", "", "check events strictly after this global position (as printed in reports)")
+	to := fs.String("to", "", "check events up to and including this global position")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	store, closeStore, err := openEventStore(ctx, db)
+	if err != nil {
+		return fail(stderr, "audit verify", err)
+	}
+	defer closeStore()
+	var opts audit.VerifyOptions
+	if opts.From, err = parsePosition(store, "--from", *from); err != nil {
+		return fail(stderr, "audit verify", err)
+	}
+	if opts.To, err = parsePosition(store, "--to", *to); err != nil {
+		return fail(stderr, "audit verify", err)
+	}
+	report, err := audit.Verify(ctx, store, opts)
+	if err != nil {
+		return fail(stderr, "audit verify", err)
+	}
+	if *asJSON {
+		err = report.WriteJSON(stdout)
+	} else {
+		err = report.WriteText(stdout)
+	}
+	if err != nil {
+		return fail(stderr, "audit verify", err)
+	}
+	if !report.OK() {
+		return 1
+	}
+	return 0
+}
+
+func auditProviderDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flags("audit provider-diff", "--provider-ledger FILE [--json]", stderr)
+	db := dbFlags(fs)
+	file := fs.String("provider-ledger", "", "the provider's export: JSON lines, one refund per line (the simulator's GET /_sim/ledger/export)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *file == "" {
+		return fail(stderr, "audit provider-diff", fmt.Errorf("--provider-ledger FILE is required"))
+	}
+	f, err := os.Open(*file)
+	if err != nil {
+		return fail(stderr, "audit provider-diff", err)
+	}
+	defer f.Close()
+	store, closeStore, err := openEventStore(ctx, db)
+	if err != nil {
+		return fail(stderr, "audit provider-diff", err)
+	}
+	defer closeStore()
+	report, err := audit.ProviderDiff(ctx, store, f)
+	if err != nil {
+		return fail(stderr, "audit provider-diff", err)
+	}
+	if *asJSON {
+		err = report.WriteJSON(stdout)
+	} else {
+		err = report.WriteText(stdout)
+	}
+	if err != nil {
+		return fail(stderr, "audit provider-diff", err)
+	}
+	if !report.OK() {
+		return 1
+	}
+	return 0
+}
+
+func parsePosition(store eventstore.Store, flag, text string) (eventstore.Position, error) {
+	if text == "" {
+		return nil, nil
+	}
+	p, err := store.ParsePosition(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	return p, nil
+}
