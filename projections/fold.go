@@ -1,0 +1,333 @@
+package projections
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"opledger/domain"
+	"opledger/eventstore"
+)
+
+// ErrCorruptLog means an event cannot be folded: it does not decode, or it
+// cannot follow what the projection holds (an execution event for an
+// execution never claimed, a capability issued twice). It is a bug or
+// tampering, never skipped: the projector stops on it.
+var ErrCorruptLog = errors.New("projections: event cannot be folded")
+
+// Values of executions.outcome_source.
+const (
+	sourceExecutor       = "executor"
+	sourceLateOutcome    = "late-outcome"
+	sourceReconciliation = "reconciliation"
+)
+
+// batchModel is the part of the read models one batch touches: the rows of
+// every operation (and delivery) the batch names, loaded before folding, and
+// the append-only rows the batch produces. Folding is pure; the batch writes
+// the dirty rows back afterwards.
+type batchModel struct {
+	ops      map[string]*operationRow
+	execs    map[string]*executionRow
+	caps     map[string]*capabilityRow
+	dels     map[deliveryKey]*deliveryRow
+	evidence []evidenceRow
+	recons   []reconciliationRow
+}
+
+func newBatchModel() *batchModel {
+	return &batchModel{
+		ops:   map[string]*operationRow{},
+		execs: map[string]*executionRow{},
+		caps:  map[string]*capabilityRow{},
+		dels:  map[deliveryKey]*deliveryRow{},
+	}
+}
+
+// decodedEvent is a recorded event with its domain form. actor is the
+// metadata's actor, decoded only for the event types that show it.
+type decodedEvent struct {
+	rec   *eventstore.RecordedEvent
+	seq   int64
+	event domain.Event // nil: a stream the read models ignore
+	op    string       // the operation stream's operation id; "" for the evidence stream
+	actor string
+}
+
+func corrupt(d decodedEvent, format string, args ...any) error {
+	return fmt.Errorf("%w: %s@%d (%s, position %s): %s", ErrCorruptLog, d.rec.StreamID, d.rec.Version,
+		d.rec.Type, d.rec.Position, fmt.Sprintf(format, args...))
+}
+
+// fold applies one event to the model.
+func (m *batchModel) fold(d decodedEvent) error {
+	switch {
+	case d.event == nil:
+		return nil
+	case d.op != "":
+		return m.foldOperation(d)
+	default:
+		return m.foldUnattributed(d)
+	}
+}
+
+// foldUnattributed folds an event of domain.EvidenceStream: presentations
+// that named an operation that does not exist.
+func (m *batchModel) foldUnattributed(d decodedEvent) error {
+	ev, ok := d.event.(domain.PresentationRejected)
+	if !ok {
+		return corrupt(d, "the evidence stream holds only PresentationRejected")
+	}
+	m.presented(d, string(ev.MessageID), string(ev.OperationID), string(ev.Status), string(ev.Reason), string(ev.CapabilityID), ev.RejectedAt)
+	m.evidence = append(m.evidence, rejectedEvidence(d, ev, string(ev.OperationID)))
+	return nil
+}
+
+// foldOperation folds an event of an operation stream. The operation row's
+// last_event_seq guards every row the event touches: they are written in
+// the same transaction.
+func (m *batchModel) foldOperation(d decodedEvent) error {
+	o := m.ops[d.op]
+	if o != nil && o.LastEventSeq >= d.seq {
+		return nil // folded already
+	}
+	if req, ok := d.event.(domain.OperationRequested); ok {
+		if o != nil {
+			return corrupt(d, "operation %s requested twice", d.op)
+		}
+		o = &operationRow{
+			ID: d.op, OrderID: req.OrderID, AmountMinor: req.AmountMinor, Currency: req.Currency,
+			OrderTotalMinor: req.OrderTotalMinor, CorrelationID: string(req.CorrelationID), RequestedBy: req.RequestedBy,
+			CreatedAt: req.RequestedAt, UpdatedAt: req.RequestedAt,
+		}
+		m.ops[d.op] = o
+	} else if o == nil {
+		return corrupt(d, "%s before OperationRequested", d.rec.Type)
+	} else if err := m.foldOperationEvent(d, o); err != nil {
+		return err
+	}
+	o.State = operationState(o, m.execs[o.CurrentExecutionID])
+	o.Version, o.LastEventSeq, o.dirty = d.rec.Version, d.seq, true
+	return nil
+}
+
+func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
+	switch ev := d.event.(type) {
+	case domain.Decided:
+		o.DecisionID, o.Verdict, o.Attempt, o.UpdatedAt = string(ev.DecisionID), string(ev.Verdict), int32(ev.Attempt), ev.DecidedAt
+	case domain.CapabilityIssued:
+		if m.caps[string(ev.CapabilityID)] != nil {
+			return corrupt(d, "capability %s issued twice", ev.CapabilityID)
+		}
+		m.caps[string(ev.CapabilityID)] = &capabilityRow{
+			ID: string(ev.CapabilityID), OperationID: d.op, DecisionID: string(ev.DecisionID), Attempt: int32(ev.Attempt),
+			State: string(domain.CapIssued), IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, LastEventSeq: d.seq, dirty: true,
+		}
+		o.UpdatedAt = ev.IssuedAt
+	case domain.CapabilityRevoked:
+		c, err := m.capability(d, ev.CapabilityID)
+		if err != nil {
+			return err
+		}
+		c.State, c.RevokedAt, c.RevokeReason, c.RevokedBy = string(domain.CapRevoked), ev.RevokedAt, ev.Reason, cmp.Or(ev.RevokedBy, d.actor)
+		c.LastEventSeq, c.dirty = d.seq, true
+		o.UpdatedAt = ev.RevokedAt
+	case domain.Claimed:
+		return m.foldClaimed(d, o, ev)
+	case domain.DeliveryDuplicated:
+		m.presented(d, string(ev.MessageID), d.op, string(domain.StatusDuplicateDelivery), string(domain.ReasonDeliveryDuplicate), string(ev.CapabilityID), ev.SeenAt)
+		f := false
+		m.evidence = append(m.evidence, evidenceRow{
+			EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
+			Kind: d.rec.Type, RecordedAt: ev.SeenAt, StoredAt: d.rec.RecordedAt, OperationID: d.op,
+			MessageID: string(ev.MessageID), CapabilityID: string(ev.CapabilityID), ExecutionID: string(ev.ExecutionID),
+			ExecutionState: string(ev.ExecutionState), Worker: ev.WorkerID, Status: string(domain.StatusDuplicateDelivery),
+			Reason: string(domain.ReasonDeliveryDuplicate), ExecutionAttempted: &f,
+		})
+	case domain.PresentationRejected:
+		opID := cmp.Or(string(ev.OperationID), d.op)
+		m.presented(d, string(ev.MessageID), opID, string(ev.Status), string(ev.Reason), string(ev.CapabilityID), ev.RejectedAt)
+		m.evidence = append(m.evidence, rejectedEvidence(d, ev, opID))
+	case domain.WriteRefused:
+		epoch, current := ev.LeaseEpoch, ev.CurrentEpoch
+		m.evidence = append(m.evidence, evidenceRow{
+			EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
+			Kind: d.rec.Type, RecordedAt: ev.RefusedAt, StoredAt: d.rec.RecordedAt, OperationID: d.op,
+			ExecutionID: string(ev.ExecutionID), Worker: d.actor, Reason: string(ev.Reason), Detail: ev.Detail,
+			Command: ev.Command, LeaseEpoch: &epoch, CurrentEpoch: &current, Outcome: string(ev.Outcome),
+			ProviderReference: ev.ProviderReference,
+		})
+	default:
+		return m.foldExecutionEvent(d, o)
+	}
+	return nil
+}
+
+func (m *batchModel) foldClaimed(d decodedEvent, o *operationRow, ev domain.Claimed) error {
+	c, err := m.capability(d, ev.CapabilityID)
+	if err != nil {
+		return err
+	}
+	if c.State == string(domain.CapConsumed) {
+		return corrupt(d, "capability %s consumed twice", ev.CapabilityID)
+	}
+	if m.execs[string(ev.ExecutionID)] != nil {
+		return corrupt(d, "execution %s claimed twice", ev.ExecutionID)
+	}
+	c.State, c.ConsumedByMessageID, c.ConsumedAt, c.ExecutionID = string(domain.CapConsumed), string(ev.MessageID), ev.ClaimedAt, string(ev.ExecutionID)
+	c.LastEventSeq, c.dirty = d.seq, true
+	m.execs[string(ev.ExecutionID)] = &executionRow{
+		ID: string(ev.ExecutionID), OperationID: d.op, CapabilityID: string(ev.CapabilityID), MessageID: string(ev.MessageID),
+		WorkerID: ev.WorkerID, Attempt: int32(ev.Attempt), State: string(domain.ExecExecuting), LeaseEpoch: ev.LeaseEpoch,
+		LeaseExpiresAt: ev.LeaseExpiresAt, IdempotencyKey: string(ev.IdempotencyKey), StartedAt: ev.ClaimedAt,
+		LastEventSeq: d.seq, dirty: true,
+	}
+	o.CurrentExecutionID, o.UpdatedAt = string(ev.ExecutionID), ev.ClaimedAt
+	o.ExecutionCount++
+	m.presented(d, string(ev.MessageID), d.op, string(domain.StatusClaimed), "", string(ev.CapabilityID), ev.ClaimedAt)
+	return nil
+}
+
+// foldExecutionEvent folds the events that move one execution.
+func (m *batchModel) foldExecutionEvent(d decodedEvent, o *operationRow) error {
+	var id domain.ExecutionID
+	switch ev := d.event.(type) {
+	case domain.LeaseRenewed:
+		id = ev.ExecutionID
+	case domain.OutcomeRecorded:
+		id = ev.ExecutionID
+	case domain.OutcomeUnknown:
+		id = ev.ExecutionID
+	case domain.LeaseLapsed:
+		id = ev.ExecutionID
+	case domain.LateOutcomeRecorded:
+		id = ev.ExecutionID
+	case domain.Reconciled:
+		id = ev.ExecutionID
+	case domain.Escalated:
+		id = ev.ExecutionID
+	default:
+		return corrupt(d, "event type %T is not folded by the read models", d.event)
+	}
+	x := m.execs[string(id)]
+	if x == nil || x.OperationID != d.op {
+		return corrupt(d, "%s for execution %s, not claimed on operation %s", d.rec.Type, id, d.op)
+	}
+	x.LastEventSeq, x.dirty = d.seq, true
+	switch ev := d.event.(type) {
+	case domain.LeaseRenewed:
+		x.LeaseExpiresAt = ev.LeaseExpiresAt
+	case domain.OutcomeRecorded:
+		x.State, x.Outcome, x.OutcomeSource = string(ev.Outcome), string(ev.Outcome), sourceExecutor
+		x.ProviderReference, x.EndedAt, o.UpdatedAt = ev.ProviderReference, ev.RecordedAt, ev.RecordedAt
+	case domain.OutcomeUnknown:
+		x.State, x.UnknownSince, x.UnknownCause, o.UpdatedAt = string(domain.ExecUnknown), ev.RecordedAt, ev.Cause, ev.RecordedAt
+	case domain.LeaseLapsed:
+		x.State, x.LeaseEpoch, x.UnknownSince, o.UpdatedAt = string(domain.ExecUnknown), ev.ToEpoch, ev.LapsedAt, ev.LapsedAt
+		x.UnknownCause = fmt.Sprintf("lease lapsed: epoch %d -> %d", ev.FromEpoch, ev.ToEpoch)
+	case domain.LateOutcomeRecorded:
+		x.State, x.Outcome, x.OutcomeSource = string(ev.Outcome), string(ev.Outcome), sourceLateOutcome
+		x.ProviderReference, x.EndedAt, o.UpdatedAt = ev.ProviderReference, ev.RecordedAt, ev.RecordedAt
+		m.recons = append(m.recons, reconciliationRow{
+			EventID: d.rec.ID, EventSeq: d.seq, Kind: d.rec.Type, ExecutionID: x.ID, OperationID: d.op,
+			Outcome: string(ev.Outcome), ProviderReference: ev.ProviderReference, Actor: d.actor, Detail: ev.Detail, At: ev.RecordedAt,
+		})
+	case domain.Reconciled:
+		x.State, x.Outcome, x.OutcomeSource = string(ev.Outcome), string(ev.Outcome), sourceReconciliation
+		x.ProviderReference, x.EndedAt, o.UpdatedAt = ev.ProviderReference, ev.ReconciledAt, ev.ReconciledAt
+		m.recons = append(m.recons, reconciliationRow{
+			EventID: d.rec.ID, EventSeq: d.seq, Kind: d.rec.Type, ExecutionID: x.ID, OperationID: d.op,
+			Outcome: string(ev.Outcome), Method: string(ev.Method), ProviderReference: ev.ProviderReference,
+			Actor: cmp.Or(ev.Actor, d.actor), Evidence: ev.Evidence, At: ev.ReconciledAt,
+		})
+	case domain.Escalated:
+		x.State, x.EscalatedAt, x.EscalationReason, x.EscalationDetail = string(domain.ExecEscalated), ev.EscalatedAt, ev.Reason, ev.Detail
+		o.UpdatedAt = ev.EscalatedAt
+		m.recons = append(m.recons, reconciliationRow{
+			EventID: d.rec.ID, EventSeq: d.seq, Kind: d.rec.Type, ExecutionID: x.ID, OperationID: d.op,
+			Actor: d.actor, Reason: ev.Reason, Detail: ev.Detail, At: ev.EscalatedAt,
+		})
+	}
+	return nil
+}
+
+func (m *batchModel) capability(d decodedEvent, id domain.CapabilityID) (*capabilityRow, error) {
+	c := m.caps[string(id)]
+	if c == nil || c.OperationID != d.op {
+		return nil, corrupt(d, "capability %s was not issued on operation %s", id, d.op)
+	}
+	return c, nil
+}
+
+// presented counts a presentation of message msg to operation op. The first
+// presentation fixes the delivery's result; later ones count. A presentation
+// without a message or operation id (none is recorded so) counts nowhere.
+func (m *batchModel) presented(d decodedEvent, msg, op, result, reason, capability string, t time.Time) {
+	if msg == "" || op == "" {
+		return
+	}
+	k := deliveryKey{MessageID: msg, OperationID: op}
+	r := m.dels[k]
+	if r != nil && r.LastEventSeq >= d.seq {
+		return // folded already
+	}
+	if r == nil {
+		r = &deliveryRow{deliveryKey: k, FirstSeenAt: t, Result: result, Reason: reason, CapabilityID: capability}
+		m.dels[k] = r
+	}
+	r.TimesSeen++
+	r.LastSeenAt, r.LastEventSeq, r.dirty = t, d.seq, true
+}
+
+func rejectedEvidence(d decodedEvent, ev domain.PresentationRejected, opID string) evidenceRow {
+	attempted := ev.ExecutionAttempted
+	return evidenceRow{
+		EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
+		Kind: d.rec.Type, RecordedAt: ev.RejectedAt, StoredAt: d.rec.RecordedAt, OperationID: opID,
+		MessageID: string(ev.MessageID), CapabilityID: string(ev.CapabilityID), ExecutionID: string(ev.ExecutionID),
+		Worker: ev.WorkerID, Status: string(ev.Status), Reason: string(ev.Reason), ExecutionAttempted: &attempted,
+		ReplaySuspected: ev.ReplaySuspected, Detail: ev.Detail,
+	}
+}
+
+// operationState summarises an operation as domain.Operation.Status does,
+// from its latest decision and its current execution. Invariant 3 makes that
+// enough: an execution opens only when every earlier one is NotApplied, so
+// the one execution that can block (or be Completed) is the current one.
+func operationState(o *operationRow, cur *executionRow) string {
+	switch {
+	case cur != nil && cur.State != string(domain.ExecNotApplied):
+		return cur.State // Executing, Unknown, Escalated or Completed
+	case o.Verdict == "":
+		return string(domain.OpRequested)
+	case o.Verdict == string(domain.Denied):
+		return string(domain.OpDenied)
+	case cur != nil && cur.Attempt >= o.Attempt:
+		return string(domain.OpNotApplied)
+	default:
+		return string(domain.OpAuthorized)
+	}
+}
+
+// dirtyRows returns the rows folding changed, ordered by key (a stable write
+// order).
+func dirtyRows[K comparable, R any](rows map[K]*R, dirty func(*R) bool, compare func(a, b K) int) []*R {
+	keys := make([]K, 0, len(rows))
+	for k, r := range rows {
+		if dirty(r) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, compare)
+	out := make([]*R, len(keys))
+	for i, k := range keys {
+		out[i] = rows[k]
+	}
+	return out
+}
+
+func compareDeliveryKeys(a, b deliveryKey) int {
+	return cmp.Or(cmp.Compare(a.MessageID, b.MessageID), cmp.Compare(a.OperationID, b.OperationID))
+}

@@ -1,0 +1,138 @@
+package projections
+
+import "time"
+
+// The row types mirror the tables of migrations/001_read_models.sql; their
+// JSON names are the column names, so a batch loads rows with jsonb_agg and
+// writes them with jsonb_populate_recordset, one statement per table. An
+// omitted (empty or zero) nullable value is NULL in the table.
+//
+// last_event_seq is the 1-based ordinal, in the log as this projection reads
+// it, of the last event folded into the row; folding skips an event whose
+// ordinal is not beyond it, which makes every handler idempotent.
+
+type operationRow struct {
+	ID                 string    `json:"id"`
+	OrderID            string    `json:"order_id"`
+	AmountMinor        int64     `json:"amount_minor"`
+	Currency           string    `json:"currency"`
+	OrderTotalMinor    int64     `json:"order_total_minor,omitempty"` // 0: not known when requested
+	CorrelationID      string    `json:"correlation_id"`
+	RequestedBy        string    `json:"requested_by,omitempty"`
+	State              string    `json:"state"`
+	Attempt            int32     `json:"attempt"`
+	DecisionID         string    `json:"decision_id,omitempty"`
+	Verdict            string    `json:"verdict,omitempty"`
+	CurrentExecutionID string    `json:"current_execution_id,omitempty"`
+	ExecutionCount     int32     `json:"execution_count"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
+	Version            int64     `json:"version"`
+	LastEventSeq       int64     `json:"last_event_seq"`
+	dirty              bool
+}
+
+type executionRow struct {
+	ID                string    `json:"id"`
+	OperationID       string    `json:"operation_id"`
+	CapabilityID      string    `json:"capability_id"`
+	MessageID         string    `json:"message_id"`
+	WorkerID          string    `json:"worker_id,omitempty"`
+	Attempt           int32     `json:"attempt"`
+	State             string    `json:"state"`
+	LeaseEpoch        int64     `json:"lease_epoch"`
+	LeaseExpiresAt    time.Time `json:"lease_expires_at"`
+	IdempotencyKey    string    `json:"idempotency_key"`
+	Outcome           string    `json:"outcome,omitempty"`
+	OutcomeSource     string    `json:"outcome_source,omitempty"`
+	ProviderReference string    `json:"provider_reference,omitempty"`
+	StartedAt         time.Time `json:"started_at"`
+	EndedAt           time.Time `json:"ended_at,omitzero"`
+	UnknownSince      time.Time `json:"unknown_since,omitzero"`
+	UnknownCause      string    `json:"unknown_cause,omitempty"`
+	EscalatedAt       time.Time `json:"escalated_at,omitzero"`
+	EscalationReason  string    `json:"escalation_reason,omitempty"`
+	EscalationDetail  string    `json:"escalation_detail,omitempty"`
+	LastEventSeq      int64     `json:"last_event_seq"`
+	dirty             bool
+}
+
+type capabilityRow struct {
+	ID                  string    `json:"id"`
+	OperationID         string    `json:"operation_id"`
+	DecisionID          string    `json:"decision_id"`
+	Attempt             int32     `json:"attempt"`
+	State               string    `json:"state"`
+	IssuedAt            time.Time `json:"issued_at"`
+	ExpiresAt           time.Time `json:"expires_at"`
+	ConsumedByMessageID string    `json:"consumed_by_message_id,omitempty"`
+	ConsumedAt          time.Time `json:"consumed_at,omitzero"`
+	ExecutionID         string    `json:"execution_id,omitempty"`
+	RevokedAt           time.Time `json:"revoked_at,omitzero"`
+	RevokeReason        string    `json:"revoke_reason,omitempty"`
+	RevokedBy           string    `json:"revoked_by,omitempty"`
+	LastEventSeq        int64     `json:"last_event_seq"`
+	dirty               bool
+}
+
+type deliveryKey struct {
+	MessageID   string `json:"message_id"`
+	OperationID string `json:"operation_id"`
+}
+
+type deliveryRow struct {
+	deliveryKey
+	FirstSeenAt  time.Time `json:"first_seen_at"`
+	LastSeenAt   time.Time `json:"last_seen_at"`
+	TimesSeen    int64     `json:"times_seen"`
+	Result       string    `json:"result"`
+	Reason       string    `json:"reason,omitempty"`
+	CapabilityID string    `json:"capability_id,omitempty"`
+	LastEventSeq int64     `json:"last_event_seq"`
+	dirty        bool
+}
+
+// evidenceRow and reconciliationRow are append-only: one per event, keyed by
+// event id.
+
+type evidenceRow struct {
+	EventID            string    `json:"event_id"`
+	EventSeq           int64     `json:"event_seq"`
+	Position           string    `json:"position"`
+	StreamID           string    `json:"stream_id"`
+	Kind               string    `json:"kind"`
+	RecordedAt         time.Time `json:"recorded_at"`
+	StoredAt           time.Time `json:"stored_at"`
+	OperationID        string    `json:"operation_id,omitempty"`
+	MessageID          string    `json:"message_id,omitempty"`
+	CapabilityID       string    `json:"capability_id,omitempty"`
+	ExecutionID        string    `json:"execution_id,omitempty"`
+	ExecutionState     string    `json:"execution_state,omitempty"`
+	Worker             string    `json:"worker,omitempty"`
+	Status             string    `json:"status,omitempty"`
+	Reason             string    `json:"reason"`
+	ExecutionAttempted *bool     `json:"execution_attempted,omitempty"` // nil: not applicable (WriteRefused)
+	ReplaySuspected    bool      `json:"replay_suspected"`
+	Detail             string    `json:"detail,omitempty"`
+	Command            string    `json:"command,omitempty"`
+	LeaseEpoch         *int64    `json:"lease_epoch,omitempty"`
+	CurrentEpoch       *int64    `json:"current_epoch,omitempty"`
+	Outcome            string    `json:"outcome,omitempty"`
+	ProviderReference  string    `json:"provider_reference,omitempty"`
+}
+
+type reconciliationRow struct {
+	EventID           string    `json:"event_id"`
+	EventSeq          int64     `json:"event_seq"`
+	Kind              string    `json:"kind"`
+	ExecutionID       string    `json:"execution_id"`
+	OperationID       string    `json:"operation_id"`
+	Outcome           string    `json:"outcome,omitempty"`
+	Method            string    `json:"method,omitempty"`
+	ProviderReference string    `json:"provider_reference,omitempty"`
+	Actor             string    `json:"actor,omitempty"`
+	Evidence          string    `json:"evidence,omitempty"`
+	Reason            string    `json:"reason,omitempty"`
+	Detail            string    `json:"detail,omitempty"`
+	At                time.Time `json:"at"`
+}

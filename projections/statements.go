@@ -1,0 +1,108 @@
+package projections
+
+import (
+	"fmt"
+	"strings"
+)
+
+// statements holds the projector's SQL, addressed to one schema once at
+// construction so no batch builds SQL. %[1]s is the quoted schema.
+type statements struct {
+	ensureCheckpoint, readCheckpoint, lockCheckpoint, writeCheckpoint string
+	applyLockShared                                                   string
+	loadOperations, loadExecutions, loadCapabilities, loadDeliveries  string
+	upsertOperations, upsertExecutions, upsertCapabilities            string
+	upsertDeliveries, insertEvidence, insertReconciliations           string
+}
+
+const (
+	ensureCheckpointSQL = `INSERT INTO %[1]s.projection_checkpoints (name, position, events_applied, updated_at)
+VALUES ($1, NULL, 0, $2) ON CONFLICT (name) DO NOTHING`
+	readCheckpointSQL  = `SELECT position, events_applied FROM %[1]s.projection_checkpoints WHERE name = $1`
+	lockCheckpointSQL  = readCheckpointSQL + ` FOR UPDATE`
+	writeCheckpointSQL = `UPDATE %[1]s.projection_checkpoints SET position = $2, events_applied = $3, updated_at = $4 WHERE name = $1`
+
+	// applyLockSharedSQL is taken by every batch transaction, shared; a swap
+	// takes it exclusively, so no batch is in flight while schemas are
+	// renamed and none starts until the swap has committed. $1 is applyLockKey.
+	applyLockSharedSQL = `SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`
+
+	// The loads return the rows as one JSON array whose keys are the column
+	// names (the row types' JSON names). $1 is the batch's operation ids.
+	loadOperationsSQL   = `SELECT coalesce(jsonb_agg(t), '[]') FROM %[1]s.operations t WHERE id = ANY($1::text[])`
+	loadExecutionsSQL   = `SELECT coalesce(jsonb_agg(t), '[]') FROM %[1]s.executions t WHERE operation_id = ANY($1::text[])`
+	loadCapabilitiesSQL = `SELECT coalesce(jsonb_agg(t), '[]') FROM %[1]s.capabilities t WHERE operation_id = ANY($1::text[])`
+	// $1 message ids and $2 operation ids, pairwise.
+	loadDeliveriesSQL = `SELECT coalesce(jsonb_agg(t), '[]') FROM %[1]s.deliveries t
+WHERE (message_id, operation_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
+
+	// The writes take the batch's rows of one table as a JSON array ($1);
+	// jsonb_populate_recordset maps keys to columns by name and absent keys
+	// to NULL. Mutable rows are upserted whole; append-only rows are
+	// inserted once (a row already there is the same event's).
+	upsertSQL = `INSERT INTO %[1]s.%[2]s SELECT * FROM jsonb_populate_recordset(NULL::%[1]s.%[2]s, $1::jsonb)
+ON CONFLICT (%[3]s) DO UPDATE SET (%[4]s) = ROW(%[5]s)`
+	insertOnceSQL = `INSERT INTO %[1]s.%[2]s SELECT * FROM jsonb_populate_recordset(NULL::%[1]s.%[2]s, $1::jsonb)
+ON CONFLICT (%[3]s) DO NOTHING`
+)
+
+// The non-key columns each upsert overwrites: every column of the table.
+var (
+	operationColumns = []string{"order_id", "amount_minor", "currency", "order_total_minor", "correlation_id",
+		"requested_by", "state", "attempt", "decision_id", "verdict", "current_execution_id", "execution_count",
+		"created_at", "updated_at", "version", "last_event_seq"}
+	executionColumns = []string{"operation_id", "capability_id", "message_id", "worker_id", "attempt", "state",
+		"lease_epoch", "lease_expires_at", "idempotency_key", "outcome", "outcome_source", "provider_reference",
+		"started_at", "ended_at", "unknown_since", "unknown_cause", "escalated_at", "escalation_reason",
+		"escalation_detail", "last_event_seq"}
+	capabilityColumns = []string{"operation_id", "decision_id", "attempt", "state", "issued_at", "expires_at",
+		"consumed_by_message_id", "consumed_at", "execution_id", "revoked_at", "revoke_reason", "revoked_by",
+		"last_event_seq"}
+	deliveryColumns = []string{"first_seen_at", "last_seen_at", "times_seen", "result", "reason", "capability_id",
+		"last_event_seq"}
+)
+
+func upsert(ident, table, key string, columns []string) string {
+	excluded := make([]string, len(columns))
+	for i, c := range columns {
+		excluded[i] = "EXCLUDED." + c
+	}
+	return fmt.Sprintf(upsertSQL, ident, table, key, strings.Join(columns, ", "), strings.Join(excluded, ", "))
+}
+
+func newStatements(schema string) statements {
+	ident := quoteSchema(schema)
+	f := func(sql string) string { return fmt.Sprintf(sql, ident) }
+	return statements{
+		ensureCheckpoint:      f(ensureCheckpointSQL),
+		readCheckpoint:        f(readCheckpointSQL),
+		lockCheckpoint:        f(lockCheckpointSQL),
+		writeCheckpoint:       f(writeCheckpointSQL),
+		applyLockShared:       applyLockSharedSQL,
+		loadOperations:        f(loadOperationsSQL),
+		loadExecutions:        f(loadExecutionsSQL),
+		loadCapabilities:      f(loadCapabilitiesSQL),
+		loadDeliveries:        f(loadDeliveriesSQL),
+		upsertOperations:      upsert(ident, "operations", "id", operationColumns),
+		upsertExecutions:      upsert(ident, "executions", "id", executionColumns),
+		upsertCapabilities:    upsert(ident, "capabilities", "id", capabilityColumns),
+		upsertDeliveries:      upsert(ident, "deliveries", "message_id, operation_id", deliveryColumns),
+		insertEvidence:        fmt.Sprintf(insertOnceSQL, ident, "evidence", "event_id"),
+		insertReconciliations: fmt.Sprintf(insertOnceSQL, ident, "reconciliations", "event_id"),
+	}
+}
+
+// Lock keys. Advisory locks are database-wide, so the keys name the schema
+// as well as the projection.
+
+// leaderLockKey is held, session-level, by the one projector applying
+// projection name to schema.
+func leaderLockKey(schema, name string) string {
+	return "opledger.projections.leader:" + schema + "/" + name
+}
+
+// applyLockKey is held shared by each batch transaction and exclusively by a
+// swap of schema.
+func applyLockKey(schema, name string) string {
+	return "opledger.projections.apply:" + schema + "/" + name
+}
