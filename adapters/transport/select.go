@@ -1,0 +1,87 @@
+package transport
+
+import (
+	"fmt"
+
+	"opledger/domain"
+	"opledger/domain/ledger"
+	"opledger/eventstore"
+)
+
+// SelectRefundRequests maps every CapabilityIssued event of an operation
+// stream to one RefundRequest on TopicRefundRequests: key = operation id,
+// message id = MessageIDForEvent(event id), correlation id from the event's
+// metadata. Other events map to nothing.
+func SelectRefundRequests(rec eventstore.RecordedEvent) ([]Outbound, error) {
+	if rec.Type != domain.TypeCapabilityIssued {
+		return nil, nil
+	}
+	op, ok := domain.OperationIDFromStream(rec.StreamID)
+	if !ok {
+		return nil, nil // CapabilityIssued outside an operation stream: not ours to publish
+	}
+	e, err := ledger.DecodeRecorded(rec)
+	if err != nil {
+		return nil, err
+	}
+	issued, ok := e.(domain.CapabilityIssued)
+	if !ok {
+		return nil, fmt.Errorf("event type %s decoded as %T", rec.Type, e)
+	}
+	meta, err := domain.DecodeMetadata(rec.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	req := RefundRequest{
+		MessageID: MessageIDForEvent(rec.ID), CorrelationID: meta.CorrelationID,
+		OperationID: op, CapabilityID: issued.CapabilityID,
+	}
+	value, err := req.Encode()
+	if err != nil {
+		return nil, err
+	}
+	headers := map[string]string{HeaderMessageID: string(req.MessageID), HeaderEventID: rec.ID}
+	if req.CorrelationID != "" {
+		headers[HeaderCorrelationID] = string(req.CorrelationID)
+	}
+	return []Outbound{{Topic: TopicRefundRequests, Key: string(op), MessageID: string(req.MessageID), Value: value, Headers: headers}}, nil
+}
+
+// SelectSecuritySignals maps every PresentationRejected event with
+// ReplaySuspected set to one SecuritySignal on TopicSecuritySignals, keyed by
+// capability id. Other events map to nothing.
+func SelectSecuritySignals(rec eventstore.RecordedEvent) ([]Outbound, error) {
+	if rec.Type != domain.TypePresentationRejected {
+		return nil, nil
+	}
+	e, err := ledger.DecodeRecorded(rec)
+	if err != nil {
+		return nil, err
+	}
+	rej, ok := e.(domain.PresentationRejected)
+	if !ok {
+		return nil, fmt.Errorf("event type %s decoded as %T", rec.Type, e)
+	}
+	if !rej.ReplaySuspected {
+		return nil, nil
+	}
+	meta, err := domain.DecodeMetadata(rec.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	sig := SecuritySignal{
+		SignalID: SignalIDForEvent(rec.ID), Kind: SignalReplaySuspected, EventID: rec.ID, Stream: rec.StreamID,
+		CorrelationID: meta.CorrelationID, OperationID: rej.OperationID, CapabilityID: rej.CapabilityID,
+		MessageID: rej.MessageID, ExecutionID: rej.ExecutionID, WorkerID: rej.WorkerID, Status: rej.Status,
+		Reason: rej.Reason, Detail: rej.Detail, ExecutionAttempted: rej.ExecutionAttempted, RejectedAt: rej.RejectedAt,
+	}
+	value, err := sig.Encode()
+	if err != nil {
+		return nil, err
+	}
+	headers := map[string]string{HeaderMessageID: sig.SignalID, HeaderEventID: rec.ID}
+	if sig.CorrelationID != "" {
+		headers[HeaderCorrelationID] = string(sig.CorrelationID)
+	}
+	return []Outbound{{Topic: TopicSecuritySignals, Key: string(rej.CapabilityID), MessageID: sig.SignalID, Value: value, Headers: headers}}, nil
+}

@@ -1,0 +1,248 @@
+// Package transporttest wires a refund world (adapters/harness: the ledger
+// on a real Postgres store, the provider simulator over HTTP) to the
+// transport's pieces for end-to-end tests of either transport: relays with
+// checkpoints in a fresh transport schema, dispatchers for named workers,
+// and a recorder of every disposition. Assertions about effects go to the
+// simulator's ledger (Counters), never to a status flag alone.
+package transporttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"opledger/adapters/harness"
+	"opledger/adapters/pgqueue"
+	"opledger/adapters/provider/sim"
+	"opledger/adapters/transport"
+	"opledger/domain"
+	"opledger/domain/ledger"
+	"opledger/eventstore"
+	"opledger/eventstore/postgres/pgtest"
+)
+
+// WaitTimeout bounds every Wait.
+const WaitTimeout = 20 * time.Second
+
+// Rig is one refund world with the transport's Postgres state beside it.
+type Rig struct {
+	T      testing.TB
+	World  *harness.World
+	Store  eventstore.Store
+	Pool   *pgxpool.Pool // the transport schema's database
+	Schema string        // the transport schema, migrated
+	Checks *pgqueue.Checkpoints
+
+	mu      sync.Mutex
+	records []Record
+	changed chan struct{} // closed and replaced whenever a record is added
+}
+
+// Record is one message handled by a recording HandleFunc.
+type Record struct {
+	Worker      string
+	Origin      transport.Origin
+	MessageID   domain.MessageID
+	OperationID domain.OperationID
+	Disposition transport.Disposition
+}
+
+// New builds a rig for t on fresh Postgres schemas.
+func New(t testing.TB) *Rig {
+	t.Helper()
+	store := pgtest.OpenStore(t)
+	w, err := harness.New(harness.Options{Store: store})
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	url, schema := pgtest.Schema(t)
+	pool, err := pgxpool.New(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pgqueue.Migrate(t.Context(), pool, schema)
+	require.NoError(t, err)
+	checks, err := pgqueue.NewCheckpoints(pool, schema)
+	require.NoError(t, err)
+	return &Rig{T: t, World: w, Store: store, Pool: pool, Schema: schema, Checks: checks, changed: make(chan struct{})}
+}
+
+// Approve requests, decides and issues a capability for op (the refund
+// API's part): the relay then finds a CapabilityIssued in the log.
+func (r *Rig) Approve(op domain.OperationID) harness.Refund {
+	r.T.Helper()
+	ref, err := r.World.Approve(r.T.Context(), op, "ORD-"+string(op), 12000)
+	require.NoError(r.T, err)
+	return ref
+}
+
+// Counters is the simulator's ledger for op.
+func (r *Rig) Counters(op domain.OperationID) sim.Counters {
+	return r.World.Sim.Ledger().ByOperation[string(op)]
+}
+
+// Handler returns a recording HandleFunc for a worker named id on the
+// world's ledger and provider.
+func (r *Rig) Handler(id string) transport.HandleFunc {
+	r.T.Helper()
+	wk, err := r.World.Worker(id)
+	require.NoError(r.T, err)
+	d, err := transport.NewDispatcher(transport.DispatcherConfig{
+		Worker: wk, Evidence: r.World.Ledger, WorkerID: id, Clock: r.World.Clock, Logger: r.World.Logger,
+	})
+	require.NoError(r.T, err)
+	return r.Record(id, d.Handle)
+}
+
+// Record wraps handle so that every disposition is recorded under worker.
+func (r *Rig) Record(worker string, handle transport.HandleFunc) transport.HandleFunc {
+	return func(ctx context.Context, in transport.Inbound) transport.Disposition {
+		d := handle(ctx, in)
+		req, _ := transport.DecodeRefundRequest(in.Value)
+		r.mu.Lock()
+		r.records = append(r.records, Record{Worker: worker, Origin: in.Origin, MessageID: req.MessageID, OperationID: req.OperationID, Disposition: d})
+		close(r.changed)
+		r.changed = make(chan struct{})
+		r.mu.Unlock()
+		return d
+	}
+}
+
+// Records returns a copy of what was handled so far.
+func (r *Rig) Records() []Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Record(nil), r.records...)
+}
+
+// Find returns the records that match.
+func (r *Rig) Find(match func(Record) bool) []Record {
+	var out []Record
+	for _, rec := range r.Records() {
+		if match(rec) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// WaitRecords waits until at least n records match, woken by each new
+// record, for at most WaitTimeout.
+func (r *Rig) WaitRecords(what string, n int, match func(Record) bool) []Record {
+	r.T.Helper()
+	deadline := time.NewTimer(WaitTimeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		changed := r.changed
+		r.mu.Unlock()
+		if got := r.Find(match); len(got) >= n {
+			return got
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			r.T.Fatalf("waited %s for %d records of %s; have %d: %+v", WaitTimeout, n, what, len(r.Find(match)), r.Records())
+		}
+	}
+}
+
+// Poll calls cond every 5ms until it holds, for at most WaitTimeout: for
+// conditions no signal announces (a topic's contents).
+func (r *Rig) Poll(what string, cond func() bool) {
+	r.T.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			r.T.Fatalf("waited %s for %s", WaitTimeout, what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition with a bound, not waiting for time to pass
+	}
+}
+
+// Relay builds a relay named name on the world's store and the rig's
+// checkpoints (or checks, when given), publishing what sel selects.
+func (r *Rig) Relay(name string, pub transport.Publisher, sel transport.Selector, checks transport.Checkpoints) *transport.Relay {
+	r.T.Helper()
+	if checks == nil {
+		checks = r.Checks
+	}
+	rl, err := transport.NewRelay(transport.RelayConfig{
+		Name: name, Store: r.Store, Checkpoints: checks, Publisher: pub, Select: sel, Logger: r.World.Logger,
+		PollMax: 50 * time.Millisecond, FailureBackoff: 10 * time.Millisecond, MaxFailures: 20,
+	})
+	require.NoError(r.T, err)
+	return rl
+}
+
+// Go runs f until the test ends (or stop is called) and fails the test if f
+// returns anything but context.Canceled. stop waits for f to return.
+func (r *Rig) Go(name string, f func(ctx context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.T.Context()))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			r.T.Errorf("%s: %v", name, err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	r.T.Cleanup(stop)
+	return stop
+}
+
+// Evidence returns the unattributed evidence recorded so far.
+func (r *Rig) Evidence() []domain.PresentationRejected {
+	r.T.Helper()
+	events, err := r.Store.ReadStream(r.T.Context(), domain.EvidenceStream, 0, 10_000)
+	require.NoError(r.T, err)
+	var out []domain.PresentationRejected
+	for _, rec := range events {
+		e, err := ledger.DecodeRecorded(rec)
+		require.NoError(r.T, err)
+		if pr, ok := e.(domain.PresentationRejected); ok {
+			out = append(out, pr)
+		}
+	}
+	return out
+}
+
+// OperationEvidence returns op's recorded refusals.
+func (r *Rig) OperationEvidence(op domain.OperationID) []domain.PresentationRejected {
+	r.T.Helper()
+	ev, err := r.World.Evidence(r.T.Context(), op)
+	require.NoError(r.T, err)
+	return ev
+}
+
+// FailingCheckpoints fails the first n Saves after publishing went through:
+// the relay's crash between publish and checkpoint.
+type FailingCheckpoints struct {
+	transport.Checkpoints
+	mu    sync.Mutex
+	fails int
+}
+
+// FailSaves returns checkpoints over inner whose next n Saves fail.
+func FailSaves(inner transport.Checkpoints, n int) *FailingCheckpoints {
+	return &FailingCheckpoints{Checkpoints: inner, fails: n}
+}
+
+// Save fails while failures remain, else saves.
+func (f *FailingCheckpoints) Save(ctx context.Context, name, position string) error {
+	f.mu.Lock()
+	fail := f.fails > 0
+	if fail {
+		f.fails--
+	}
+	f.mu.Unlock()
+	if fail {
+		return fmt.Errorf("checkpoint %s at %s: simulated crash after publishing", name, position)
+	}
+	return f.Checkpoints.Save(ctx, name, position)
+}
