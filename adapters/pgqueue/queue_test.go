@@ -31,7 +31,9 @@ func newQueue(t *testing.T, rig *transporttest.Rig, worker string, tune func(*pg
 }
 
 func status(s domain.ClaimStatus) func(transporttest.Record) bool {
-	return func(r transporttest.Record) bool { return r.Disposition.Handled && r.Disposition.Result.Claim.Status == s }
+	return func(r transporttest.Record) bool {
+		return r.Disposition.Handled && r.Disposition.Result.Claim.Status == s
+	}
 }
 
 func once(t *testing.T, rig *transporttest.Rig, op domain.OperationID) {
