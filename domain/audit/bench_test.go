@@ -54,11 +54,11 @@ func TestBenchAudit(t *testing.T) {
 	case "measure":
 		b.measure()
 	case "verify-once":
-		d, rep, _ := b.verify()
+		d, rep, _, _ := b.verify()
 		fmt.Printf("verify-once: %s, %d events, ok=%t\n", d.Round(time.Millisecond), rep.Events, rep.OK())
 	case "copy-once":
-		d, bytes := b.copyAll()
-		fmt.Printf("copy-once: %s, %d bytes\n", d.Round(time.Millisecond), bytes)
+		d, rows := b.copyAll()
+		fmt.Printf("copy-once: %s, %d rows\n", d.Round(time.Millisecond), rows)
 	case "drop":
 		conn := b.connect()
 		defer conn.Close(b.ctx)
@@ -167,25 +167,26 @@ FROM ` + b.ident() + `.events ORDER BY transaction_id, global_position) TO STDOU
 	return time.Since(start), tag.RowsAffected()
 }
 
-// verify runs Verify over the schema and returns its duration, its report
-// and the peak of live heap objects sampled while it ran.
-func (b benchEnv) verify() (time.Duration, audit.Report, uint64) {
+// verify runs Verify over the schema and returns its duration, its report,
+// the peak of heap objects (live and not yet collected) sampled while it
+// ran, and the peak of the live heap the collector measured.
+func (b benchEnv) verify() (time.Duration, audit.Report, uint64, uint64) {
 	store, err := postgres.Open(b.ctx, postgres.Config{URL: b.url, Schema: b.schema, MaxConns: 2})
 	require.NoError(b.t, err)
 	defer store.Close()
 	runtime.GC()
 	stop := make(chan struct{})
-	var peak uint64
+	var peak, live uint64
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // samples the heap every 2 ms until Verify returns
 		defer wg.Done()
-		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			metrics.Read(sample)
-			peak = max(peak, sample[0].Value.Uint64())
+			peak, live = max(peak, sample[0].Value.Uint64()), max(live, sample[1].Value.Uint64())
 			select {
 			case <-stop:
 				return
@@ -200,30 +201,33 @@ func (b benchEnv) verify() (time.Duration, audit.Report, uint64) {
 	wg.Wait()
 	require.NoError(b.t, err)
 	require.True(b.t, rep.OK(), "the seeded log breaks no invariant: %+v", rep.Violations)
-	return d, rep, peak
+	return d, rep, peak, live
 }
 
 // measure alternates the ceiling and Verify, rounds times, and prints
 // medians and the ratio.
 func (b benchEnv) measure() {
 	var copies, verifies []time.Duration
-	var peaks []uint64
+	var peaks, lives []uint64
 	var rep audit.Report
 	for r := range b.rounds {
 		c, rows := b.copyAll()
-		v, got, peak := b.verify()
+		v, got, peak, live := b.verify()
 		rep = got
-		copies, verifies, peaks = append(copies, c), append(verifies, v), append(peaks, peak)
-		fmt.Printf("round %d: copy %s (%d rows), verify %s (%d events), verify peak heap %.1f MiB\n",
-			r+1, c.Round(time.Millisecond), rows, v.Round(time.Millisecond), got.Events, mib(peak))
+		copies, verifies, peaks, lives = append(copies, c), append(verifies, v), append(peaks, peak), append(lives, live)
+		fmt.Printf("round %d: copy %s (%d rows), verify %s (%d events), verify heap peak %.1f MiB, live heap peak %.1f MiB\n",
+			r+1, c.Round(time.Millisecond), rows, v.Round(time.Millisecond), got.Events, mib(peak), mib(live))
 	}
 	mc, mv := median(copies), median(verifies)
 	slices.Sort(peaks)
+	slices.Sort(lives)
 	fmt.Printf("events %d, operations %d, open operations peak %d, open unknowns %d, page %d\n",
 		rep.Events, rep.Operations, rep.OpenOperationsPeak, rep.OpenUnknownCount, b.page)
-	fmt.Printf("median copy %s (%.0f events/s), median verify %s (%.0f events/s), verify/copy %.2fx, verify peak heap median %.1f MiB (max %.1f)\n",
+	fmt.Printf("median copy %s (%.0f events/s), median verify %s (%.0f events/s), verify/copy %.2fx\n",
 		mc.Round(time.Millisecond), float64(rep.Events)/mc.Seconds(), mv.Round(time.Millisecond), float64(rep.Events)/mv.Seconds(),
-		mv.Seconds()/mc.Seconds(), mib(peaks[len(peaks)/2]), mib(peaks[len(peaks)-1]))
+		mv.Seconds()/mc.Seconds())
+	fmt.Printf("verify heap peak median %.1f MiB (max %.1f), live heap peak median %.1f MiB (%.0f bytes per operation)\n",
+		mib(peaks[len(peaks)/2]), mib(peaks[len(peaks)-1]), mib(lives[len(lives)/2]), float64(lives[len(lives)/2])/float64(rep.Operations))
 }
 
 func median(ds []time.Duration) time.Duration {

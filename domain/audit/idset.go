@@ -23,49 +23,55 @@ func (h hasher) of(s string) idHash {
 	return idHash(maphash.String(h.seed, s))
 }
 
-// idMap is a small insertion-ordered map from identifier hashes to values.
-// The zero value is empty and ready to use.
+// idEntry is one key and value of an idMap.
+type idEntry[V any] struct {
+	key idHash
+	val V
+}
+
+// idMap is a small insertion-ordered map from identifier hashes to values:
+// 32 bytes empty, one allocation per growth. The zero value is empty and
+// ready to use.
 type idMap[V any] struct {
-	keys  []idHash
-	vals  []V
-	index map[idHash]int // built once len(keys) passes smallIndexAt
+	entries []idEntry[V]
+	index   map[idHash]int // built once len(entries) passes smallIndexAt
 }
 
 // get returns a pointer to the value of k (valid until the next put), or nil.
 func (m *idMap[V]) get(k idHash) *V {
 	if m.index != nil {
 		if i, ok := m.index[k]; ok {
-			return &m.vals[i]
+			return &m.entries[i].val
 		}
 		return nil
 	}
-	for i, x := range m.keys {
-		if x == k {
-			return &m.vals[i]
+	for i := range m.entries {
+		if m.entries[i].key == k {
+			return &m.entries[i].val
 		}
 	}
 	return nil
 }
 
-// put adds k with v; k must not be present yet.
+// put adds k with v; k must not be present yet. It returns a pointer to the
+// stored value (valid until the next put).
 func (m *idMap[V]) put(k idHash, v V) *V {
-	m.keys = append(m.keys, k)
-	m.vals = append(m.vals, v)
+	m.entries = append(m.entries, idEntry[V]{key: k, val: v})
 	switch {
 	case m.index != nil:
-		m.index[k] = len(m.keys) - 1
-	case len(m.keys) > smallIndexAt:
-		m.index = make(map[idHash]int, 2*len(m.keys))
-		for i, x := range m.keys {
-			m.index[x] = i
+		m.index[k] = len(m.entries) - 1
+	case len(m.entries) > smallIndexAt:
+		m.index = make(map[idHash]int, 2*len(m.entries))
+		for i, e := range m.entries {
+			m.index[e.key] = i
 		}
 	}
-	return &m.vals[len(m.vals)-1]
+	return &m.entries[len(m.entries)-1].val
 }
 
-func (m *idMap[V]) len() int { return len(m.keys) }
+func (m *idMap[V]) len() int { return len(m.entries) }
 
-// idSet is a set of identifier hashes.
+// idSet is a set of identifier hashes (an idMap of nothing: 8 bytes an entry).
 type idSet struct{ m idMap[struct{}] }
 
 // has reports whether k is in the set.

@@ -122,22 +122,24 @@ type unknownSince struct {
 	via      string
 }
 
-// operationState is everything Verify keeps about one operation stream.
+// operationState is everything Verify keeps about one operation stream:
+// about 200 bytes, plus an idMap entry per capability (40 bytes), execution
+// (56) and presented message (8).
 type operationState struct {
 	version      int64 // last stream version seen (-1: none)
-	requested    bool
-	unrequested  bool // an event before OperationRequested was reported
 	amount       int64
 	orderTotal   int64
-	decided      bool
 	latest       decisionRec
-	lastAttempt  int // highest attempt that has an execution
-	openExecs    int // Executing, Unknown or Escalated
-	blockingExec int // open or Completed
 	caps         idMap[capRec]
 	execs        idMap[execRec]
 	presented    idSet // message ids presented (claimed or refused)
 	duplicated   idSet // message ids recorded as duplicate deliveries
+	lastAttempt  int   // highest attempt that has an execution
+	openExecs    int32 // Executing, Unknown or Escalated
+	blockingExec int32 // open or Completed
+	requested    bool
+	unrequested  bool // an event before OperationRequested was reported
+	decided      bool
 }
 
 func newOperationState() *operationState { return &operationState{version: -1} }
@@ -147,8 +149,8 @@ func (st *operationState) firstBlocker() *execRec {
 	if st.blockingExec == 0 {
 		return nil
 	}
-	for i := range st.execs.vals {
-		if x := &st.execs.vals[i]; x.state.blocks() {
+	for i := range st.execs.entries {
+		if x := &st.execs.entries[i].val; x.state.blocks() {
 			return x
 		}
 	}

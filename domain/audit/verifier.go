@@ -1,10 +1,9 @@
 package audit
 
 import (
-	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"opledger/domain"
@@ -22,6 +21,7 @@ type verifier struct {
 	evidenceVersion int64
 	evidenceSeen    bool
 	seq             int64 // events checked or primed, in order
+	last            eventstore.Position
 	report          Report
 
 	// The event being checked.
@@ -41,16 +41,16 @@ func newVerifier(store eventstore.Store, opts VerifyOptions) *verifier {
 }
 
 // check checks one event of the range and folds it into the state.
-func (v *verifier) check(ctx context.Context, rec *eventstore.RecordedEvent) error {
+func (v *verifier) check(ctx context.Context, rec *eventstore.RecordedEvent, d decodedEvent) error {
 	v.report.Events++
-	v.report.Last = rec.Position.String()
+	v.last = rec.Position
 	op, isOperation := domain.OperationIDFromStream(rec.StreamID)
 	switch {
 	case isOperation:
 		v.report.OperationEvents++
 	case rec.StreamID == domain.EvidenceStream:
 		v.report.EvidenceEvents++
-		v.evidence(rec)
+		v.evidence(rec, d)
 		return nil
 	default:
 		v.report.OtherEvents++
@@ -70,7 +70,7 @@ func (v *verifier) check(ctx context.Context, rec *eventstore.RecordedEvent) err
 			}
 		}
 	}
-	v.apply(rec, op, st)
+	v.apply(rec, d, op, st)
 	if v.openOp > v.opts.MaxOpenOperations {
 		return fmt.Errorf("verify: %w: more than %d operations with an open execution (MaxOpenOperations) at %s", ErrLimitExceeded, v.opts.MaxOpenOperations, rec.Position)
 	}
@@ -92,7 +92,7 @@ func (v *verifier) prime(ctx context.Context, stream string, op domain.Operation
 		}
 		v.silent = true
 		for i := range page {
-			v.apply(&page[i], op, st)
+			v.apply(&page[i], decode(&page[i]), op, st)
 			v.report.PrimedEvents++
 		}
 		v.silent = false
@@ -102,7 +102,7 @@ func (v *verifier) prime(ctx context.Context, stream string, op domain.Operation
 }
 
 // apply checks one operation event and folds it into st.
-func (v *verifier) apply(rec *eventstore.RecordedEvent, op domain.OperationID, st *operationState) {
+func (v *verifier) apply(rec *eventstore.RecordedEvent, d decodedEvent, op domain.OperationID, st *operationState) {
 	v.seq++
 	v.rec, v.op, v.st, v.meta = rec, op, st, domain.Metadata{}
 	if rec.Version != st.version+1 {
@@ -113,12 +113,12 @@ func (v *verifier) apply(rec *eventstore.RecordedEvent, op domain.OperationID, s
 		}
 	}
 	st.version = max(st.version, rec.Version)
-	meta, e, err := decode(rec)
-	if err != nil {
-		v.emit(S2Decodable, nil, "cannot decode: %v", err)
+	if d.err != nil {
+		v.emit(S2Decodable, nil, "cannot decode: %v", d.err)
 		return
 	}
-	v.meta = meta
+	v.meta = d.meta
+	e := d.event
 	if r, ok := e.(domain.OperationRequested); ok {
 		v.requested(r)
 		return
@@ -161,36 +161,20 @@ func (v *verifier) apply(rec *eventstore.RecordedEvent, op domain.OperationID, s
 	}
 }
 
-// decode is ledger.DecodeRecorded's composition (metadata, then the event
-// under the metadata's schema version), keeping the metadata, which the
-// checks read too, so that it is parsed once.
-func decode(rec *eventstore.RecordedEvent) (domain.Metadata, domain.Event, error) {
-	meta, err := domain.DecodeMetadata(rec.Metadata)
-	if err != nil {
-		return domain.Metadata{}, nil, err
-	}
-	e, err := domain.DecodeEvent(rec.Type, meta.SchemaVersion, rec.Data)
-	if err != nil {
-		return domain.Metadata{}, nil, err
-	}
-	return meta, e, nil
-}
-
 // evidence checks an event of the unattributed evidence stream.
-func (v *verifier) evidence(rec *eventstore.RecordedEvent) {
+func (v *verifier) evidence(rec *eventstore.RecordedEvent, d decodedEvent) {
 	v.seq++
 	v.rec, v.op, v.st = rec, "", nil
 	if v.evidenceSeen && rec.Version != v.evidenceVersion+1 || !v.evidenceSeen && v.opts.From == nil && rec.Version != 0 {
 		v.emit(S1VersionsContiguous, nil, "version %d follows version %d", rec.Version, v.evidenceVersion)
 	}
 	v.evidenceSeen, v.evidenceVersion = true, max(v.evidenceVersion, rec.Version)
-	meta, e, err := decode(rec)
-	if err != nil {
-		v.emit(S2Decodable, nil, "cannot decode: %v", err)
+	if d.err != nil {
+		v.emit(S2Decodable, nil, "cannot decode: %v", d.err)
 		return
 	}
-	v.meta = meta
-	ev, ok := e.(domain.PresentationRejected)
+	v.meta = d.meta
+	ev, ok := d.event.(domain.PresentationRejected)
 	if !ok {
 		v.emit(S2Decodable, nil, "the evidence stream holds only PresentationRejected, not %s", rec.Type)
 		return
@@ -261,38 +245,69 @@ func (v *verifier) becameUnknown(x *execRec, id domain.ExecutionID, at time.Time
 	x.unknown = &unknownSince{seq: v.seq, position: v.rec.Position.String(), version: v.rec.Version, at: at.UTC(), via: v.rec.Type}
 }
 
-// finish lists the open Unknowns and marks the report complete.
+// finish lists the oldest open Unknowns (at most MaxListedUnknowns, kept
+// in a bounded max-heap on their order) and marks the report complete.
 func (v *verifier) finish() Report {
-	var open []OpenUnknown
-	var seqs []int64
+	oldest := &unknownHeap{}
 	for stream, st := range v.ops {
 		if st.openExecs == 0 {
 			continue
 		}
-		op, _ := domain.OperationIDFromStream(stream)
-		for i := range st.execs.vals {
-			x := &st.execs.vals[i]
+		for i := range st.execs.entries {
+			x := &st.execs.entries[i].val
 			if !x.state.unknownish() || x.unknown == nil {
 				continue
 			}
 			v.report.OpenUnknownCount++
-			open = append(open, OpenUnknown{
+			if v.opts.MaxListedUnknowns == 0 {
+				continue
+			}
+			if oldest.Len() == v.opts.MaxListedUnknowns {
+				if x.unknown.seq > (*oldest)[0].seq {
+					continue
+				}
+				heap.Pop(oldest)
+			}
+			op, _ := domain.OperationIDFromStream(stream)
+			heap.Push(oldest, listedUnknown{seq: x.unknown.seq, u: OpenUnknown{
 				Operation: op, Execution: x.id, State: execStateNames[x.state], Since: x.unknown.at,
 				Via: x.unknown.via, Position: x.unknown.position, Version: x.unknown.version,
-			})
-			seqs = append(seqs, x.unknown.seq)
+			}})
 		}
 	}
-	order := make([]int, len(open))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
-	n := min(len(order), v.opts.MaxListedUnknowns)
-	v.report.OpenUnknowns = make([]OpenUnknown, 0, n)
-	for _, i := range order[:n] {
-		v.report.OpenUnknowns = append(v.report.OpenUnknowns, open[i])
+	v.report.OpenUnknowns = make([]OpenUnknown, oldest.Len())
+	for i := len(v.report.OpenUnknowns) - 1; i >= 0; i-- {
+		v.report.OpenUnknowns[i] = heap.Pop(oldest).(listedUnknown).u
 	}
 	v.report.Complete = true
+	return v.partial()
+}
+
+// listedUnknown is an open Unknown with its order in the run.
+type listedUnknown struct {
+	seq int64
+	u   OpenUnknown
+}
+
+// unknownHeap is a max-heap on seq: its top is the newest listed, the one to
+// drop when an older one comes.
+type unknownHeap []listedUnknown
+
+func (h unknownHeap) Len() int           { return len(h) }
+func (h unknownHeap) Less(i, j int) bool { return h[i].seq > h[j].seq }
+func (h unknownHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *unknownHeap) Push(x any)        { *h = append(*h, x.(listedUnknown)) }
+func (h *unknownHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// partial returns the report as it stands.
+func (v *verifier) partial() Report {
+	if v.last != nil {
+		v.report.Last = v.last.String()
+	}
 	return v.report
 }

@@ -94,29 +94,26 @@ func Verify(ctx context.Context, store eventstore.Store, opts VerifyOptions) (Re
 		return Report{}, err
 	}
 	v := newVerifier(store, opts)
-	after := opts.From
-	for {
-		if v.report.Events >= opts.MaxEvents {
-			return v.report, fmt.Errorf("verify: %w: read %d events (MaxEvents) and the log goes on: set To to verify a fixed range", ErrLimitExceeded, v.report.Events)
+	pages, stop := readAhead(ctx, store, opts.From, opts.To, opts.PageSize, opts.MaxEvents)
+	defer stop()
+	for p := range pages {
+		if p.err != nil {
+			return v.partial(), p.err
 		}
-		batch, err := store.ReadAll(ctx, after, opts.PageSize)
-		if err != nil {
-			return v.report, fmt.Errorf("verify: read the log after %s: %w", orStart(positionText(after)), err)
-		}
-		for i := range batch {
-			rec := &batch[i]
+		for i := range p.events {
+			rec := &p.events[i]
 			if opts.To != nil && rec.Position.Compare(opts.To) > 0 {
 				return v.finish(), nil
 			}
-			if err := v.check(ctx, rec); err != nil {
-				return v.report, err
+			if err := v.check(ctx, rec, p.decoded[i]); err != nil {
+				return v.partial(), err
 			}
 		}
-		if len(batch) < opts.PageSize {
-			return v.finish(), nil
-		}
-		after = batch[len(batch)-1].Position
 	}
+	if err := ctx.Err(); err != nil { // the reading stopped because ctx ended
+		return v.partial(), fmt.Errorf("verify: %w", err)
+	}
+	return v.finish(), nil
 }
 
 func positionText(p eventstore.Position) string {

@@ -1,0 +1,114 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"opledger/domain"
+	"opledger/eventstore"
+)
+
+// decodedEvent is a stored event's decoding: its metadata and event, or why
+// it could not be decoded.
+type decodedEvent struct {
+	meta  domain.Metadata
+	event domain.Event
+	err   error
+}
+
+// decode is ledger.DecodeRecorded's composition (the metadata, then the
+// event under the metadata's schema version), keeping the metadata, which
+// the checks read too, so that it is parsed once.
+func decode(rec *eventstore.RecordedEvent) decodedEvent {
+	meta, err := domain.DecodeMetadata(rec.Metadata)
+	if err != nil {
+		return decodedEvent{err: err}
+	}
+	e, err := domain.DecodeEvent(rec.Type, meta.SchemaVersion, rec.Data)
+	if err != nil {
+		return decodedEvent{err: err}
+	}
+	return decodedEvent{meta: meta, event: e}
+}
+
+// logPage is one page of the global log, decoded, or the error that ended
+// the reading.
+type logPage struct {
+	events  []eventstore.RecordedEvent
+	decoded []decodedEvent
+	err     error
+}
+
+// maxDecoders bounds the goroutines decoding one page.
+const maxDecoders = 8
+
+// readAhead reads the global log after `after`, page by page, and decodes
+// each page on up to GOMAXPROCS goroutines (decoding is most of Verify's
+// work; the checks must run in log order, the decoding need not), handing
+// pages over in order. At most three pages are in memory: one being
+// checked, one waiting, one being read. It stops after the page that
+// passes `to`, after a short page (the end of the log), after maxEvents
+// events (then sending ErrLimitExceeded), or on a failed read (sending its
+// error). stop cancels the reading and waits for it to end.
+func readAhead(ctx context.Context, store eventstore.Store, after, to eventstore.Position, pageSize int, maxEvents int64) (pages <-chan logPage, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan logPage, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(out)
+		send := func(p logPage) bool {
+			select {
+			case out <- p:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		workers := min(runtime.GOMAXPROCS(0), maxDecoders)
+		for read := int64(0); ; read += int64(pageSize) {
+			if read >= maxEvents {
+				send(logPage{err: fmt.Errorf("verify: %w: read %d events (MaxEvents) and the log goes on: set To to verify a fixed range", ErrLimitExceeded, read)})
+				return
+			}
+			batch, err := store.ReadAll(ctx, after, pageSize)
+			if err != nil {
+				send(logPage{err: fmt.Errorf("verify: read the log after %s: %w", orStart(positionText(after)), err)})
+				return
+			}
+			if !send(logPage{events: batch, decoded: decodeAll(batch, workers)}) {
+				return
+			}
+			if len(batch) < pageSize || to != nil && batch[len(batch)-1].Position.Compare(to) >= 0 {
+				return
+			}
+			after = batch[len(batch)-1].Position
+		}
+	}()
+	return out, func() { cancel(); wg.Wait() }
+}
+
+// decodeAll decodes a page on up to workers goroutines, each a contiguous
+// share.
+func decodeAll(batch []eventstore.RecordedEvent, workers int) []decodedEvent {
+	out := make([]decodedEvent, len(batch))
+	const minShare = 64 // below it a goroutine costs more than it saves
+	workers = max(1, min(workers, len(batch)/minShare))
+	share := (len(batch) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for from := 0; from < len(batch); from += share {
+		to := min(from+share, len(batch))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := from; i < to; i++ {
+				out[i] = decode(&batch[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
