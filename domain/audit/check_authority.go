@@ -84,8 +84,9 @@ func (v *verifier) policyDenies(ev domain.Decided) []string {
 }
 
 // capabilityIssued: I2 (authority is never issued again), I9 (it follows the
-// latest Allowed decision, for that decision's attempt, which has not
-// executed yet).
+// latest Allowed decision, for that decision's attempt, which has not ended
+// NotApplied). Issuing while an execution is open is permitted, and useless:
+// the barrier refuses its claim (I3 would catch one that got through).
 func (v *verifier) capabilityIssued(ev domain.CapabilityIssued) {
 	st := v.st
 	k := v.hash.of(string(ev.CapabilityID))
@@ -110,8 +111,8 @@ func (v *verifier) capabilityIssued(ev domain.CapabilityIssued) {
 	default:
 		pol = dec.policy
 	}
-	if ev.Attempt <= st.lastAttempt {
-		v.emit(I9NewAttemptDecided, nil, "capability %s is for attempt %d, which has executed already: a new attempt is decided again first",
+	if cur := st.currentExecution(); cur != nil && cur.state == exNotApplied && int(cur.attempt) >= ev.Attempt {
+		v.emit(I9NewAttemptDecided, []int64{cur.version}, "capability %s is for attempt %d, which ended NotApplied: a new attempt is decided again first",
 			ev.CapabilityID, ev.Attempt)
 	}
 	st.caps.put(k, capRec{decision: v.hash.of(string(ev.DecisionID)), expires: ev.ExpiresAt.UnixNano(), version: v.rec.Version,

@@ -14,8 +14,11 @@ import (
 const MaxExportLine = 1 << 20
 
 // MaxProviderRefunds bounds the refunds ProviderDiff holds from one export
-// (about 200 bytes each).
+// (about 200 bytes each), and so, with blank lines, the lines it reads.
 const MaxProviderRefunds = 5_000_000
+
+// maxExportLines bounds the lines read, blank ones included.
+const maxExportLines = 2 * MaxProviderRefunds
 
 // ProviderRefund is one line of the provider's ledger export: JSON lines, one
 // refund per line, as the provider simulator writes them
@@ -48,6 +51,9 @@ func readExport(r io.Reader, each func(line int64, p ProviderRefund) error) erro
 	var line int64
 	for sc.Scan() {
 		line++
+		if line > maxExportLines {
+			return fmt.Errorf("%w: more than %d lines", ErrMalformedExport, maxExportLines)
+		}
 		text := bytes.TrimSpace(sc.Bytes())
 		if len(text) == 0 {
 			continue

@@ -157,6 +157,14 @@ func (st *operationState) firstBlocker() *execRec {
 	return nil
 }
 
+// currentExecution returns the latest execution, or nil.
+func (st *operationState) currentExecution() *execRec {
+	if n := len(st.execs.entries); n > 0 {
+		return &st.execs.entries[n-1].val
+	}
+	return nil
+}
+
 // name is how a message names an execution: its id while open, else where
 // it was last changed.
 func (x *execRec) name() string {

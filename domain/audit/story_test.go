@@ -21,7 +21,7 @@ const (
 	opThursday  domain.OperationID = "OP-4471" // the seed: claim, lost response, duplicate, lapse, reconciliation, Friday replay
 	opHappy     domain.OperationID = "OP-5001" // claim, renew, Completed
 	opRetried   domain.OperationID = "OP-5002" // NotApplied, replay refused, Denied on changed facts, attempt 2 Completed
-	opOpen      domain.OperationID = "OP-5003" // the executor's own Unknown, lookups inconclusive: still open
+	opOpen      domain.OperationID = "OP-5003" // the executor's own Unknown, authority reissued and refused, lookups inconclusive: still open
 	opEscalated domain.OperationID = "OP-5004" // Unknown, a refund under another key: escalated
 	opLate      domain.OperationID = "OP-5005" // lapse, then the stale executor's late Completed
 	opRefused   domain.OperationID = "OP-5006" // revoked, expired, barrier refusal; left Executing
@@ -184,6 +184,8 @@ func (s *story) write() int64 {
 	s.issue(opOpen, "CAP-5003")
 	s.present(opOpen, "MSG-5003", "CAP-5003", "worker-a", "EXE-5003")
 	require.NoError(t, s.record(opOpen, "EXE-5003", "worker-a", domain.Unknown, "", "timeout after send"))
+	s.issue(opOpen, "CAP-5003B") // someone reissues authority instead of reconciling: the barrier refuses it
+	require.Equal(t, domain.StatusOperationNotExecutable, s.present(opOpen, "MSG-5003B", "CAP-5003B", "worker-b", "").Status)
 	// OP-5004: the executor's Unknown; the provider shows a refund under another key: escalated.
 	s.request(opEscalated)
 	s.decide(opEscalated, "DEC-5006", ok)

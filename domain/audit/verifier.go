@@ -96,7 +96,11 @@ func (v *verifier) prime(ctx context.Context, stream string, op domain.Operation
 			v.report.PrimedEvents++
 		}
 		v.silent = false
-		next = page[len(page)-1].Version + 1
+		if last := page[len(page)-1].Version; last >= next {
+			next = last + 1
+		} else {
+			return fmt.Errorf("verify: read the history of %s before the range: version %d returned when reading from %d", stream, last, next)
+		}
 	}
 	return nil
 }

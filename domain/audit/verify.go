@@ -30,8 +30,9 @@ type VerifyOptions struct {
 	// with ErrLimitExceeded.
 	MaxOpenOperations int
 	// MaxOperations bounds the operations whose compact record is kept
-	// (default 10,000,000, a few hundred bytes each). Past it Verify stops
-	// with ErrLimitExceeded.
+	// (default 2,000,000; a record is about 600 bytes for a typical
+	// operation, so about 1.2 GB at the bound). Past it Verify stops with
+	// ErrLimitExceeded.
 	MaxOperations int
 	// MaxEvents bounds the events read (default 1,000,000,000), so that a
 	// log appended to faster than it is read still ends the run.
@@ -49,7 +50,7 @@ const (
 	DefaultPageSize          = 1000
 	MaxPageSize              = 10_000
 	DefaultMaxOpenOperations = 250_000
-	DefaultMaxOperations     = 10_000_000
+	DefaultMaxOperations     = 2_000_000
 	DefaultMaxEvents         = int64(1_000_000_000)
 	DefaultMaxViolations     = 10_000
 	DefaultMaxListedUnknowns = 1_000

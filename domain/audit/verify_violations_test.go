@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -211,6 +212,10 @@ func TestVerifyCatchesEachViolation(t *testing.T) {
 				rep := verify(t, store, h.next, audit.VerifyOptions{})
 				require.False(t, rep.OK())
 				require.Equal(t, c.want, invariantIDs(rep), "%+v", rep.Violations)
+				var text bytes.Buffer
+				require.NoError(t, rep.WriteText(&text))
+				require.Contains(t, text.String(), "audit verify: FAILED")
+				require.Contains(t, text.String(), c.want[0]+" ")
 				for _, v := range rep.Violations {
 					require.Equal(t, c.event, v.Event, v.Message)
 					require.Equal(t, domain.OperationID("OP-1"), v.Operation)
