@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,9 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"opledger/domain"
-	"opledger/domain/ledger"
 	"opledger/eventstore"
 )
+
+// errRowExists means a row the batch created (and so did not load) is in
+// the table already: the batch is applied again loading every row it
+// touches, which makes re-applied events no-ops and real duplicates (an
+// operation requested twice) errors.
+var errRowExists = errors.New("a row the batch creates exists already")
 
 // applier folds batches of events into one schema's read models. It holds
 // no state between batches: the checkpoint row is the state.
@@ -31,6 +37,35 @@ func newApplier(store eventstore.Store, schema, name string) *applier {
 	return &applier{store: store, schema: schema, name: name, sql: newStatements(schema)}
 }
 
+// applyInTx applies one batch in a transaction begun on db (a pool, or a
+// transaction: then a savepoint) and commits it. A batch that found a row it
+// meant to create is applied again, in a new transaction, loading every row.
+func (a *applier) applyInTx(ctx context.Context, db Beginner, from Checkpoint, events []decodedEvent, through eventstore.Position, now time.Time) (Checkpoint, error) {
+	next, err := a.applyOnce(ctx, db, from, events, through, now, false)
+	if errors.Is(err, errRowExists) {
+		next, err = a.applyOnce(ctx, db, from, events, through, now, true)
+	}
+	return next, err
+}
+
+func (a *applier) applyOnce(ctx context.Context, db Beginner, from Checkpoint, events []decodedEvent, through eventstore.Position, now time.Time, loadAll bool) (Checkpoint, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return from, fmt.Errorf("begin: %w", err)
+	}
+	next, err := a.applyBatch(ctx, tx, from, events, through, now, loadAll)
+	if err != nil {
+		rollback(ctx, tx)
+		return from, fmt.Errorf("apply %d events after %q: %w", len(events), from.Text, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		// The outcome is unknown; the next batch finds out from the
+		// checkpoint row (errCheckpointMoved if it did commit).
+		return from, fmt.Errorf("commit %d events after %q: %w", len(events), from.Text, err)
+	}
+	return next, nil
+}
+
 // applyBatch folds events, read from the log after from, into the read
 // models inside tx, and moves the checkpoint to through (the position of the
 // last event read: the last of events, or a later one a rebuild filtered
@@ -38,7 +73,11 @@ func newApplier(store eventstore.Store, schema, name string) *applier {
 // and the checkpoint row (FOR UPDATE), and returns an error wrapping
 // errCheckpointMoved if that row no longer holds from: then nothing was
 // written and the caller must reload the checkpoint.
-func (a *applier) applyBatch(ctx context.Context, tx pgx.Tx, from Checkpoint, events []eventstore.RecordedEvent, through eventstore.Position, now time.Time) (Checkpoint, error) {
+//
+// Unless loadAll, the rows of an operation requested in this batch are not
+// loaded (they cannot exist yet) and are inserted; errRowExists reports that
+// one did exist.
+func (a *applier) applyBatch(ctx context.Context, tx pgx.Tx, from Checkpoint, events []decodedEvent, through eventstore.Position, now time.Time, loadAll bool) (Checkpoint, error) {
 	if through == nil {
 		return from, nil
 	}
@@ -53,7 +92,7 @@ func (a *applier) applyBatch(ctx context.Context, tx pgx.Tx, from Checkpoint, ev
 		return from, fmt.Errorf("%w: at %q (%d events), batch read after %q (%d events)",
 			errCheckpointMoved, held.Text, held.EventsApplied, from.Text, from.EventsApplied)
 	}
-	decoded, ops, dels, err := decodeBatch(events, from.EventsApplied)
+	ops, dels, err := plan(events, from.EventsApplied, loadAll)
 	if err != nil {
 		return from, err
 	}
@@ -61,7 +100,7 @@ func (a *applier) applyBatch(ctx context.Context, tx pgx.Tx, from Checkpoint, ev
 	if err != nil {
 		return from, err
 	}
-	for _, d := range decoded {
+	for _, d := range events {
 		if err := m.fold(d); err != nil {
 			return from, err
 		}
@@ -78,23 +117,17 @@ func (a *applier) applyBatch(ctx context.Context, tx pgx.Tx, from Checkpoint, ev
 	return to, nil
 }
 
-// decodeBatch decodes the events of operation streams and of the evidence
-// stream; events of other streams stay undecoded and fold to nothing. It
-// returns the operations and deliveries whose rows the batch needs.
-func decodeBatch(events []eventstore.RecordedEvent, applied int64) ([]decodedEvent, []string, []deliveryKey, error) {
-	decoded := make([]decodedEvent, len(events))
+// plan numbers the batch's events (seq) and returns the operations whose
+// rows the batch must load (unless loadAll, not those whose first event here
+// is OperationRequested: they cannot have rows yet) and the deliveries it
+// touches. An event that could not be decoded stops the batch.
+func plan(events []decodedEvent, applied int64, loadAll bool) ([]string, []deliveryKey, error) {
 	var (
 		ops     []string
 		dels    []deliveryKey
 		seenOp  = map[string]bool{}
 		seenDel = map[deliveryKey]bool{}
 	)
-	addOp := func(op string) {
-		if op != "" && !seenOp[op] {
-			seenOp[op] = true
-			ops = append(ops, op)
-		}
-	}
 	addDel := func(msg domain.MessageID, op string) {
 		k := deliveryKey{MessageID: string(msg), OperationID: op}
 		if msg != "" && op != "" && !seenDel[k] {
@@ -103,30 +136,18 @@ func decodeBatch(events []eventstore.RecordedEvent, applied int64) ([]decodedEve
 		}
 	}
 	for i := range events {
-		rec := &events[i]
-		d := decodedEvent{rec: rec, seq: applied + int64(i) + 1}
-		op, isOp := domain.OperationIDFromStream(rec.StreamID)
-		if !isOp && rec.StreamID != domain.EvidenceStream {
-			decoded[i] = d
-			continue
+		d := &events[i]
+		d.seq = applied + int64(i) + 1
+		if d.err != nil {
+			return nil, nil, d.err
 		}
-		e, err := ledger.DecodeRecorded(*rec)
-		if err != nil {
-			return nil, nil, nil, corrupt(d, "%v", err)
-		}
-		d.event = e
-		if isOp {
-			d.op = string(op)
-		}
-		if showsActor(rec.Type) {
-			meta, err := domain.DecodeMetadata(rec.Metadata)
-			if err != nil {
-				return nil, nil, nil, corrupt(d, "%v", err)
+		if d.op != "" && !seenOp[d.op] {
+			seenOp[d.op] = true
+			if _, requested := d.event.(domain.OperationRequested); loadAll || !requested {
+				ops = append(ops, d.op)
 			}
-			d.actor = meta.Actor
 		}
-		addOp(d.op)
-		switch ev := e.(type) {
+		switch ev := d.event.(type) {
 		case domain.Claimed:
 			addDel(ev.MessageID, d.op)
 		case domain.DeliveryDuplicated:
@@ -136,23 +157,10 @@ func decodeBatch(events []eventstore.RecordedEvent, applied int64) ([]decodedEve
 			if target == "" {
 				target = d.op
 			}
-			addOp(target)
 			addDel(ev.MessageID, target)
 		}
-		decoded[i] = d
 	}
-	return decoded, ops, dels, nil
-}
-
-// showsActor reports whether the read models show the metadata's actor for
-// an event type (the others skip decoding the metadata).
-func showsActor(eventType string) bool {
-	switch eventType {
-	case domain.TypeCapabilityRevoked, domain.TypeLateOutcomeRecorded, domain.TypeReconciled,
-		domain.TypeEscalated, domain.TypeWriteRefused:
-		return true
-	}
-	return false
+	return ops, dels, nil
 }
 
 // load reads the rows of ops and dels, in one round trip.
@@ -172,10 +180,14 @@ func (a *applier) load(ctx context.Context, tx pgx.Tx, ops []string, dels []deli
 		capRows  []capabilityRow
 		delRows  []deliveryRow
 	)
-	queueJSON(&b, a.sql.loadOperations, &opRows, ops)
-	queueJSON(&b, a.sql.loadExecutions, &execRows, ops)
-	queueJSON(&b, a.sql.loadCapabilities, &capRows, ops)
-	queueJSON(&b, a.sql.loadDeliveries, &delRows, msgs, delOps)
+	if len(ops) > 0 {
+		queueJSON(&b, a.sql.loadOperations, &opRows, ops)
+		queueJSON(&b, a.sql.loadExecutions, &execRows, ops)
+		queueJSON(&b, a.sql.loadCapabilities, &capRows, ops)
+	}
+	if len(dels) > 0 {
+		queueJSON(&b, a.sql.loadDeliveries, &delRows, msgs, delOps)
+	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return nil, fmt.Errorf("load rows: %w", err)
 	}
@@ -205,20 +217,21 @@ func queueJSON[R any](b *pgx.Batch, sql string, dst *[]R, args ...any) {
 	})
 }
 
-// write upserts the rows folding changed, inserts the append-only rows and
-// moves the checkpoint, in one round trip.
+// write copies in the rows folding created (one COPY per table), then, in
+// one round trip, upserts those it changed, inserts the append-only rows and
+// moves the checkpoint.
 func (a *applier) write(ctx context.Context, tx pgx.Tx, m *batchModel, to Checkpoint, now time.Time) error {
 	var b pgx.Batch
-	if err := queueRows(&b, a.sql.upsertOperations, dirtyRows(m.ops, func(r *operationRow) bool { return r.dirty }, strings.Compare)); err != nil {
+	if err := writeTable(ctx, tx, &b, a.sql.operations, m.ops, func(r *operationRow) rowChange { return r.change }, strings.Compare); err != nil {
 		return err
 	}
-	if err := queueRows(&b, a.sql.upsertExecutions, dirtyRows(m.execs, func(r *executionRow) bool { return r.dirty }, strings.Compare)); err != nil {
+	if err := writeTable(ctx, tx, &b, a.sql.executions, m.execs, func(r *executionRow) rowChange { return r.change }, strings.Compare); err != nil {
 		return err
 	}
-	if err := queueRows(&b, a.sql.upsertCapabilities, dirtyRows(m.caps, func(r *capabilityRow) bool { return r.dirty }, strings.Compare)); err != nil {
+	if err := writeTable(ctx, tx, &b, a.sql.capabilities, m.caps, func(r *capabilityRow) rowChange { return r.change }, strings.Compare); err != nil {
 		return err
 	}
-	if err := queueRows(&b, a.sql.upsertDeliveries, dirtyRows(m.dels, func(r *deliveryRow) bool { return r.dirty }, compareDeliveryKeys)); err != nil {
+	if err := writeTable(ctx, tx, &b, a.sql.deliveries, m.dels, func(r *deliveryRow) rowChange { return r.change }, compareDeliveryKeys); err != nil {
 		return err
 	}
 	if err := queueRows(&b, a.sql.insertEvidence, m.evidence); err != nil {
@@ -234,16 +247,54 @@ func (a *applier) write(ctx context.Context, tx pgx.Tx, m *batchModel, to Checkp
 		return nil
 	})
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return fmt.Errorf("write rows: %w", err)
+		return writeError(err)
 	}
 	return nil
 }
 
+// normalizer is any row: see rows.go.
+type normalizer interface{ normalize() }
+
+// copier is a row COPY can write.
+type copier interface {
+	normalizer
+	copyValues() []any
+}
+
+// writeTable copies a table's created rows in and queues the upsert of its
+// updated ones.
+func writeTable[K comparable, R copier](ctx context.Context, tx pgx.Tx, b *pgx.Batch, sql tableStatements, rows map[K]R, change func(R) rowChange, compare func(a, b K) int) error {
+	fresh, updates := changedRows(rows, change, compare)
+	if len(fresh) > 0 {
+		_, err := tx.CopyFrom(ctx, sql.table, sql.columns, pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
+			fresh[i].normalize()
+			return fresh[i].copyValues(), nil
+		}))
+		if err != nil {
+			return writeError(err)
+		}
+	}
+	return queueRows(b, sql.upsert, updates)
+}
+
+// writeError wraps a failed write; a unique violation means a row the batch
+// created existed already (errRowExists).
+func writeError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return fmt.Errorf("write rows: %w: %w", errRowExists, err)
+	}
+	return fmt.Errorf("write rows: %w", err)
+}
+
 // queueRows queues one statement writing rows (a JSON array), unless there
 // are none.
-func queueRows[R any](b *pgx.Batch, sql string, rows []R) error {
+func queueRows[R normalizer](b *pgx.Batch, sql string, rows []R) error {
 	if len(rows) == 0 {
 		return nil
+	}
+	for _, r := range rows {
+		r.normalize()
 	}
 	body, err := json.Marshal(rows)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"opledger/domain"
-	"opledger/eventstore"
 )
 
 // ErrCorruptLog means an event cannot be folded: it does not decode, or it
@@ -27,14 +26,14 @@ const (
 // batchModel is the part of the read models one batch touches: the rows of
 // every operation (and delivery) the batch names, loaded before folding, and
 // the append-only rows the batch produces. Folding is pure; the batch writes
-// the dirty rows back afterwards.
+// the rows it created or changed back afterwards.
 type batchModel struct {
 	ops      map[string]*operationRow
 	execs    map[string]*executionRow
 	caps     map[string]*capabilityRow
 	dels     map[deliveryKey]*deliveryRow
-	evidence []evidenceRow
-	recons   []reconciliationRow
+	evidence []*evidenceRow
+	recons   []*reconciliationRow
 }
 
 func newBatchModel() *batchModel {
@@ -44,21 +43,6 @@ func newBatchModel() *batchModel {
 		caps:  map[string]*capabilityRow{},
 		dels:  map[deliveryKey]*deliveryRow{},
 	}
-}
-
-// decodedEvent is a recorded event with its domain form. actor is the
-// metadata's actor, decoded only for the event types that show it.
-type decodedEvent struct {
-	rec   *eventstore.RecordedEvent
-	seq   int64
-	event domain.Event // nil: a stream the read models ignore
-	op    string       // the operation stream's operation id; "" for the evidence stream
-	actor string
-}
-
-func corrupt(d decodedEvent, format string, args ...any) error {
-	return fmt.Errorf("%w: %s@%d (%s, position %s): %s", ErrCorruptLog, d.rec.StreamID, d.rec.Version,
-		d.rec.Type, d.rec.Position, fmt.Sprintf(format, args...))
 }
 
 // fold applies one event to the model.
@@ -100,7 +84,7 @@ func (m *batchModel) foldOperation(d decodedEvent) error {
 		o = &operationRow{
 			ID: d.op, OrderID: req.OrderID, AmountMinor: req.AmountMinor, Currency: req.Currency,
 			OrderTotalMinor: req.OrderTotalMinor, CorrelationID: string(req.CorrelationID), RequestedBy: req.RequestedBy,
-			CreatedAt: req.RequestedAt, UpdatedAt: req.RequestedAt,
+			CreatedAt: req.RequestedAt, UpdatedAt: req.RequestedAt, change: created,
 		}
 		m.ops[d.op] = o
 	} else if o == nil {
@@ -109,7 +93,8 @@ func (m *batchModel) foldOperation(d decodedEvent) error {
 		return err
 	}
 	o.State = operationState(o, m.execs[o.CurrentExecutionID])
-	o.Version, o.LastEventSeq, o.dirty = d.rec.Version, d.seq, true
+	o.Version, o.LastEventSeq = d.rec.Version, d.seq
+	touch(&o.change)
 	return nil
 }
 
@@ -123,7 +108,7 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 		}
 		m.caps[string(ev.CapabilityID)] = &capabilityRow{
 			ID: string(ev.CapabilityID), OperationID: d.op, DecisionID: string(ev.DecisionID), Attempt: int32(ev.Attempt),
-			State: string(domain.CapIssued), IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, LastEventSeq: d.seq, dirty: true,
+			State: string(domain.CapIssued), IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, LastEventSeq: d.seq, change: created,
 		}
 		o.UpdatedAt = ev.IssuedAt
 	case domain.CapabilityRevoked:
@@ -132,14 +117,15 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 			return err
 		}
 		c.State, c.RevokedAt, c.RevokeReason, c.RevokedBy = string(domain.CapRevoked), ev.RevokedAt, ev.Reason, cmp.Or(ev.RevokedBy, d.actor)
-		c.LastEventSeq, c.dirty = d.seq, true
+		c.LastEventSeq = d.seq
+		touch(&c.change)
 		o.UpdatedAt = ev.RevokedAt
 	case domain.Claimed:
 		return m.foldClaimed(d, o, ev)
 	case domain.DeliveryDuplicated:
 		m.presented(d, string(ev.MessageID), d.op, string(domain.StatusDuplicateDelivery), string(domain.ReasonDeliveryDuplicate), string(ev.CapabilityID), ev.SeenAt)
 		f := false
-		m.evidence = append(m.evidence, evidenceRow{
+		m.evidence = append(m.evidence, &evidenceRow{
 			EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
 			Kind: d.rec.Type, RecordedAt: ev.SeenAt, StoredAt: d.rec.RecordedAt, OperationID: d.op,
 			MessageID: string(ev.MessageID), CapabilityID: string(ev.CapabilityID), ExecutionID: string(ev.ExecutionID),
@@ -152,7 +138,7 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 		m.evidence = append(m.evidence, rejectedEvidence(d, ev, opID))
 	case domain.WriteRefused:
 		epoch, current := ev.LeaseEpoch, ev.CurrentEpoch
-		m.evidence = append(m.evidence, evidenceRow{
+		m.evidence = append(m.evidence, &evidenceRow{
 			EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
 			Kind: d.rec.Type, RecordedAt: ev.RefusedAt, StoredAt: d.rec.RecordedAt, OperationID: d.op,
 			ExecutionID: string(ev.ExecutionID), Worker: d.actor, Reason: string(ev.Reason), Detail: ev.Detail,
@@ -177,12 +163,13 @@ func (m *batchModel) foldClaimed(d decodedEvent, o *operationRow, ev domain.Clai
 		return corrupt(d, "execution %s claimed twice", ev.ExecutionID)
 	}
 	c.State, c.ConsumedByMessageID, c.ConsumedAt, c.ExecutionID = string(domain.CapConsumed), string(ev.MessageID), ev.ClaimedAt, string(ev.ExecutionID)
-	c.LastEventSeq, c.dirty = d.seq, true
+	c.LastEventSeq = d.seq
+	touch(&c.change)
 	m.execs[string(ev.ExecutionID)] = &executionRow{
 		ID: string(ev.ExecutionID), OperationID: d.op, CapabilityID: string(ev.CapabilityID), MessageID: string(ev.MessageID),
 		WorkerID: ev.WorkerID, Attempt: int32(ev.Attempt), State: string(domain.ExecExecuting), LeaseEpoch: ev.LeaseEpoch,
 		LeaseExpiresAt: ev.LeaseExpiresAt, IdempotencyKey: string(ev.IdempotencyKey), StartedAt: ev.ClaimedAt,
-		LastEventSeq: d.seq, dirty: true,
+		LastEventSeq: d.seq, change: created,
 	}
 	o.CurrentExecutionID, o.UpdatedAt = string(ev.ExecutionID), ev.ClaimedAt
 	o.ExecutionCount++
@@ -215,7 +202,8 @@ func (m *batchModel) foldExecutionEvent(d decodedEvent, o *operationRow) error {
 	if x == nil || x.OperationID != d.op {
 		return corrupt(d, "%s for execution %s, not claimed on operation %s", d.rec.Type, id, d.op)
 	}
-	x.LastEventSeq, x.dirty = d.seq, true
+	x.LastEventSeq = d.seq
+	touch(&x.change)
 	switch ev := d.event.(type) {
 	case domain.LeaseRenewed:
 		x.LeaseExpiresAt = ev.LeaseExpiresAt
@@ -230,14 +218,14 @@ func (m *batchModel) foldExecutionEvent(d decodedEvent, o *operationRow) error {
 	case domain.LateOutcomeRecorded:
 		x.State, x.Outcome, x.OutcomeSource = string(ev.Outcome), string(ev.Outcome), sourceLateOutcome
 		x.ProviderReference, x.EndedAt, o.UpdatedAt = ev.ProviderReference, ev.RecordedAt, ev.RecordedAt
-		m.recons = append(m.recons, reconciliationRow{
+		m.recons = append(m.recons, &reconciliationRow{
 			EventID: d.rec.ID, EventSeq: d.seq, Kind: d.rec.Type, ExecutionID: x.ID, OperationID: d.op,
 			Outcome: string(ev.Outcome), ProviderReference: ev.ProviderReference, Actor: d.actor, Detail: ev.Detail, At: ev.RecordedAt,
 		})
 	case domain.Reconciled:
 		x.State, x.Outcome, x.OutcomeSource = string(ev.Outcome), string(ev.Outcome), sourceReconciliation
 		x.ProviderReference, x.EndedAt, o.UpdatedAt = ev.ProviderReference, ev.ReconciledAt, ev.ReconciledAt
-		m.recons = append(m.recons, reconciliationRow{
+		m.recons = append(m.recons, &reconciliationRow{
 			EventID: d.rec.ID, EventSeq: d.seq, Kind: d.rec.Type, ExecutionID: x.ID, OperationID: d.op,
 			Outcome: string(ev.Outcome), Method: string(ev.Method), ProviderReference: ev.ProviderReference,
 			Actor: cmp.Or(ev.Actor, d.actor), Evidence: ev.Evidence, At: ev.ReconciledAt,
@@ -245,7 +233,7 @@ func (m *batchModel) foldExecutionEvent(d decodedEvent, o *operationRow) error {
 	case domain.Escalated:
 		x.State, x.EscalatedAt, x.EscalationReason, x.EscalationDetail = string(domain.ExecEscalated), ev.EscalatedAt, ev.Reason, ev.Detail
 		o.UpdatedAt = ev.EscalatedAt
-		m.recons = append(m.recons, reconciliationRow{
+		m.recons = append(m.recons, &reconciliationRow{
 			EventID: d.rec.ID, EventSeq: d.seq, Kind: d.rec.Type, ExecutionID: x.ID, OperationID: d.op,
 			Actor: d.actor, Reason: ev.Reason, Detail: ev.Detail, At: ev.EscalatedAt,
 		})
@@ -274,16 +262,17 @@ func (m *batchModel) presented(d decodedEvent, msg, op, result, reason, capabili
 		return // folded already
 	}
 	if r == nil {
-		r = &deliveryRow{deliveryKey: k, FirstSeenAt: t, Result: result, Reason: reason, CapabilityID: capability}
+		r = &deliveryRow{deliveryKey: k, FirstSeenAt: t, Result: result, Reason: reason, CapabilityID: capability, change: created}
 		m.dels[k] = r
 	}
 	r.TimesSeen++
-	r.LastSeenAt, r.LastEventSeq, r.dirty = t, d.seq, true
+	r.LastSeenAt, r.LastEventSeq = t, d.seq
+	touch(&r.change)
 }
 
-func rejectedEvidence(d decodedEvent, ev domain.PresentationRejected, opID string) evidenceRow {
+func rejectedEvidence(d decodedEvent, ev domain.PresentationRejected, opID string) *evidenceRow {
 	attempted := ev.ExecutionAttempted
-	return evidenceRow{
+	return &evidenceRow{
 		EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
 		Kind: d.rec.Type, RecordedAt: ev.RejectedAt, StoredAt: d.rec.RecordedAt, OperationID: opID,
 		MessageID: string(ev.MessageID), CapabilityID: string(ev.CapabilityID), ExecutionID: string(ev.ExecutionID),
@@ -311,21 +300,24 @@ func operationState(o *operationRow, cur *executionRow) string {
 	}
 }
 
-// dirtyRows returns the rows folding changed, ordered by key (a stable write
-// order).
-func dirtyRows[K comparable, R any](rows map[K]*R, dirty func(*R) bool, compare func(a, b K) int) []*R {
+// changedRows returns the rows folding created and those it updated, each
+// ordered by key (a stable write order).
+func changedRows[K comparable, R any](rows map[K]R, change func(R) rowChange, compare func(a, b K) int) (fresh, updates []R) {
 	keys := make([]K, 0, len(rows))
 	for k, r := range rows {
-		if dirty(r) {
+		if change(r) != unchanged {
 			keys = append(keys, k)
 		}
 	}
 	slices.SortFunc(keys, compare)
-	out := make([]*R, len(keys))
-	for i, k := range keys {
-		out[i] = rows[k]
+	for _, k := range keys {
+		if r := rows[k]; change(r) == created {
+			fresh = append(fresh, r)
+		} else {
+			updates = append(updates, r)
+		}
 	}
-	return out
+	return fresh, updates
 }
 
 func compareDeliveryKeys(a, b deliveryKey) int {

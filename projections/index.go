@@ -18,7 +18,8 @@ const MaxIndexLimit = 10_000
 // Index answers the recovery roles' questions (recovery.Index) from the
 // executions read model, each with one query on a partial index. Like every
 // index it may lag the log by the projection's lag; the roles re-check each
-// candidate against its stream. Safe for concurrent use.
+// candidate against its stream. Times are the read models' (truncated to the
+// microsecond). Safe for concurrent use.
 type Index struct {
 	db                          Querier
 	expired, unknown, escalated string

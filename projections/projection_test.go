@@ -186,3 +186,22 @@ func TestForeignStreamsSkippedCorruptEventStops(t *testing.T) {
 	require.Equal(t, good, e.checkpoint(e.schema), "the checkpoint stays before the corrupt event")
 	require.Zero(t, e.count(e.schema, `SELECT count(*) FROM %s.operations WHERE id = 'OP-2'`))
 }
+
+// Handlers are idempotent: with the checkpoint moved back (a restored
+// backup, an operator's mistake), events folded already are folded again
+// without changing a row, and the rest are applied once.
+func TestReapplyingEventsIsIdempotent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC))
+	e.world()
+	e.catchUp()
+	events, err := e.store.ReadAll(t.Context(), nil, 100_000)
+	require.NoError(t, err)
+	back := len(events) / 3
+	_, err = e.pool.Exec(t.Context(), e.q(e.schema, `UPDATE %s.projection_checkpoints SET position = $1, events_applied = $2`),
+		events[back-1].Position.String(), back)
+	require.NoError(t, err)
+	e.catchUp()
+	require.Equal(t, int64(len(events)), e.checkpoint(e.schema).EventsApplied)
+	e.requireRebuildEquals()
+}

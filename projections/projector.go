@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"opledger/eventstore"
 )
 
 // Projector follows the global log and folds it into the read models of one
@@ -116,10 +114,12 @@ func (p *Projector) lead(ctx context.Context, lock *leaderLock) error {
 		}
 		cp, err = p.loadCheckpoint(ctx)
 	}
+	reader := newLogReader(p.cfg.Store, p.cfg.BatchSize)
+	defer reader.close()
 	backoff := p.cfg.MinBackoff
 	failures := 0
 	for {
-		n, err := p.step(ctx, lock, &cp)
+		n, err := p.step(ctx, lock, reader, &cp)
 		switch {
 		case err == nil:
 			failures = 0
@@ -181,20 +181,21 @@ func (p *Projector) failed(ctx context.Context, err error, failures *int) error 
 	return nil
 }
 
-// step reads one batch after cp and applies it in one transaction, moving cp
-// on commit. It returns how many events it applied.
-func (p *Projector) step(ctx context.Context, lock *leaderLock, cp *Checkpoint) (int, error) {
-	events, err := p.cfg.Store.ReadAll(ctx, cp.Position, p.cfg.BatchSize)
-	if err != nil {
-		return 0, fmt.Errorf("read log after %q: %w", cp.Text, err)
+// step reads one batch after cp (reader may have read it ahead) and
+// applies it in one transaction, moving cp on commit. It returns how many
+// events it applied.
+func (p *Projector) step(ctx context.Context, lock *leaderLock, reader *logReader, cp *Checkpoint) (int, error) {
+	b := reader.next(ctx, *cp)
+	if b.err != nil {
+		return 0, b.err
 	}
-	if len(events) == 0 {
+	if len(b.events) == 0 {
 		return 0, nil
 	}
 	if err := lock.check(ctx); err != nil {
 		return 0, err
 	}
-	next, err := p.applyInTx(ctx, *cp, events)
+	next, err := p.applier.applyInTx(ctx, p.cfg.Pool, *cp, b.decoded, b.events[len(b.events)-1].Position, p.cfg.Clock.Now())
 	if err != nil {
 		return 0, err
 	}
@@ -203,26 +204,7 @@ func (p *Projector) step(ctx context.Context, lock *leaderLock, cp *Checkpoint) 
 	p.status.Checkpoint = next
 	p.status.Batches++
 	p.mu.Unlock()
-	return len(events), nil
-}
-
-// applyInTx applies one batch in a transaction of its own and commits it.
-func (p *Projector) applyInTx(ctx context.Context, from Checkpoint, events []eventstore.RecordedEvent) (Checkpoint, error) {
-	tx, err := p.cfg.Pool.Begin(ctx)
-	if err != nil {
-		return from, fmt.Errorf("begin: %w", err)
-	}
-	next, err := p.applier.applyBatch(ctx, tx, from, events, events[len(events)-1].Position, p.cfg.Clock.Now())
-	if err != nil {
-		rollback(ctx, tx)
-		return from, fmt.Errorf("apply %d events after %q: %w", len(events), from.Text, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		// The commit's outcome is unknown; the next batch finds out from
-		// the checkpoint row (errCheckpointMoved if it did commit).
-		return from, fmt.Errorf("commit %d events after %q: %w", len(events), from.Text, err)
-	}
-	return next, nil
+	return len(b.events), nil
 }
 
 // CatchUp applies batches until the log is exhausted and returns how many
@@ -254,9 +236,11 @@ func (p *Projector) CatchUp(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	reader := newLogReader(p.cfg.Store, p.cfg.BatchSize)
+	defer reader.close()
 	var applied int64
 	for {
-		n, err := p.step(ctx, lock, &cp)
+		n, err := p.step(ctx, lock, reader, &cp)
 		applied += int64(n)
 		if err != nil {
 			return applied, fmt.Errorf("projector %s: %w", p.cfg.Name, err)

@@ -169,21 +169,24 @@ type rebuilder struct {
 // a read comes back short, the batch reaches stop (nil: no stop), or
 // maxEvents were read (negative: no bound).
 func (r *rebuilder) foldUntil(ctx context.Context, db Beginner, cp Checkpoint, stop eventstore.Position, maxEvents int) (Checkpoint, error) {
+	size := r.opts.BatchSize
+	if maxEvents >= 0 {
+		size = max(1, min(size, maxEvents))
+	}
+	reader := newLogReader(r.store, size)
+	defer reader.close()
 	for read := 0; maxEvents < 0 || read < maxEvents; {
-		limit := r.opts.BatchSize
-		if maxEvents >= 0 {
-			limit = min(limit, maxEvents-read)
+		b := reader.next(ctx, cp)
+		if b.err != nil {
+			return cp, b.err
 		}
-		events, err := r.store.ReadAll(ctx, cp.Position, limit)
-		if err != nil {
-			return cp, fmt.Errorf("read log after %q: %w", cp.Text, err)
-		}
+		events, decoded := b.events, b.decoded
 		read += len(events)
-		short := len(events) < limit
+		short := len(events) < size
 		if stop != nil {
 			for i, e := range events {
 				if e.Position.Compare(stop) > 0 {
-					events, short = events[:i], true
+					events, decoded, short = events[:i], decoded[:i], true
 					break
 				}
 			}
@@ -192,16 +195,17 @@ func (r *rebuilder) foldUntil(ctx context.Context, db Beginner, cp Checkpoint, s
 			return cp, nil
 		}
 		through := events[len(events)-1].Position
-		folded := events
 		if !r.opts.AsOf.IsZero() {
-			folded = make([]eventstore.RecordedEvent, 0, len(events))
-			for _, e := range events {
-				if !e.RecordedAt.After(r.opts.AsOf) {
-					folded = append(folded, e)
+			kept := make([]decodedEvent, 0, len(decoded))
+			for _, d := range decoded {
+				if !d.rec.RecordedAt.After(r.opts.AsOf) {
+					kept = append(kept, d)
 				}
 			}
+			decoded = kept
 		}
-		cp, err = r.applyInTx(ctx, db, cp, folded, through)
+		var err error
+		cp, err = r.applier.applyInTx(ctx, db, cp, decoded, through, r.opts.Clock.Now())
 		if err != nil {
 			return cp, err
 		}
@@ -210,22 +214,6 @@ func (r *rebuilder) foldUntil(ctx context.Context, db Beginner, cp Checkpoint, s
 		}
 	}
 	return cp, nil
-}
-
-func (r *rebuilder) applyInTx(ctx context.Context, db Beginner, from Checkpoint, events []eventstore.RecordedEvent, through eventstore.Position) (Checkpoint, error) {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return from, fmt.Errorf("begin: %w", err)
-	}
-	next, err := r.applier.applyBatch(ctx, tx, from, events, through, r.opts.Clock.Now())
-	if err != nil {
-		rollback(ctx, tx)
-		return from, fmt.Errorf("apply events after %q: %w", from.Text, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return from, fmt.Errorf("commit events after %q: %w", from.Text, err)
-	}
-	return next, nil
 }
 
 // requireEmptySchema fails unless schema does not exist or holds nothing.

@@ -15,7 +15,9 @@ import (
 // row, however the live one was batched.
 func TestRebuildEqualsLive(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC))
+	// Nanoseconds in every time: rows written in one batch or updated
+	// across many must agree to the microsecond.
+	e := newEnv(t, time.Date(2026, 11, 26, 14, 2, 10, 987654567, time.UTC))
 	e.world()
 	e.waitVisible()
 	live := e.projector(func(c *projections.Config) { c.BatchSize = 2 })

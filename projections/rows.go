@@ -11,6 +11,22 @@ import "time"
 // it, of the last event folded into the row; folding skips an event whose
 // ordinal is not beyond it, which makes every handler idempotent.
 
+// rowChange says what folding did to a row, and so how the batch writes it.
+type rowChange uint8
+
+const (
+	unchanged rowChange = iota // loaded and not folded into: not written
+	updated                    // loaded and changed: upserted
+	created                    // made by folding: inserted, and must not exist yet
+)
+
+// touch marks a row changed by folding.
+func touch(c *rowChange) {
+	if *c == unchanged {
+		*c = updated
+	}
+}
+
 type operationRow struct {
 	ID                 string    `json:"id"`
 	OrderID            string    `json:"order_id"`
@@ -29,7 +45,7 @@ type operationRow struct {
 	UpdatedAt          time.Time `json:"updated_at"`
 	Version            int64     `json:"version"`
 	LastEventSeq       int64     `json:"last_event_seq"`
-	dirty              bool
+	change             rowChange
 }
 
 type executionRow struct {
@@ -54,7 +70,7 @@ type executionRow struct {
 	EscalationReason  string    `json:"escalation_reason,omitempty"`
 	EscalationDetail  string    `json:"escalation_detail,omitempty"`
 	LastEventSeq      int64     `json:"last_event_seq"`
-	dirty             bool
+	change            rowChange
 }
 
 type capabilityRow struct {
@@ -72,7 +88,7 @@ type capabilityRow struct {
 	RevokeReason        string    `json:"revoke_reason,omitempty"`
 	RevokedBy           string    `json:"revoked_by,omitempty"`
 	LastEventSeq        int64     `json:"last_event_seq"`
-	dirty               bool
+	change              rowChange
 }
 
 type deliveryKey struct {
@@ -89,7 +105,7 @@ type deliveryRow struct {
 	Reason       string    `json:"reason,omitempty"`
 	CapabilityID string    `json:"capability_id,omitempty"`
 	LastEventSeq int64     `json:"last_event_seq"`
-	dirty        bool
+	change       rowChange
 }
 
 // evidenceRow and reconciliationRow are append-only: one per event, keyed by
@@ -135,4 +151,79 @@ type reconciliationRow struct {
 	Reason            string    `json:"reason,omitempty"`
 	Detail            string    `json:"detail,omitempty"`
 	At                time.Time `json:"at"`
+}
+
+// Postgres keeps microseconds. The normalize methods truncate every time of
+// a row to the microsecond before it is written, so a value reads back as it
+// was written whichever way it is written (COPY, or JSON text that the
+// server would round) and a row folded in one batch equals the same row
+// folded across many.
+
+func us(t *time.Time) { *t = t.Truncate(time.Microsecond) }
+
+func (r *operationRow) normalize() { us(&r.CreatedAt); us(&r.UpdatedAt) }
+
+func (r *executionRow) normalize() {
+	for _, t := range []*time.Time{&r.LeaseExpiresAt, &r.StartedAt, &r.EndedAt, &r.UnknownSince, &r.EscalatedAt} {
+		us(t)
+	}
+}
+
+func (r *capabilityRow) normalize() {
+	for _, t := range []*time.Time{&r.IssuedAt, &r.ExpiresAt, &r.ConsumedAt, &r.RevokedAt} {
+		us(t)
+	}
+}
+
+func (r *deliveryRow) normalize()       { us(&r.FirstSeenAt); us(&r.LastSeenAt) }
+func (r *evidenceRow) normalize()       { us(&r.RecordedAt); us(&r.StoredAt) }
+func (r *reconciliationRow) normalize() { us(&r.At) }
+
+// The copyValues methods give a created row's values in the order of its
+// table's copy columns (statements.go), for COPY.
+
+func (r *operationRow) copyValues() []any {
+	return []any{r.ID, r.OrderID, r.AmountMinor, r.Currency, nullInt(r.OrderTotalMinor), r.CorrelationID,
+		nullText(r.RequestedBy), r.State, r.Attempt, nullText(r.DecisionID), nullText(r.Verdict),
+		nullText(r.CurrentExecutionID), r.ExecutionCount, r.CreatedAt, r.UpdatedAt, r.Version, r.LastEventSeq}
+}
+
+func (r *executionRow) copyValues() []any {
+	return []any{r.ID, r.OperationID, r.CapabilityID, r.MessageID, nullText(r.WorkerID), r.Attempt, r.State,
+		r.LeaseEpoch, r.LeaseExpiresAt, r.IdempotencyKey, nullText(r.Outcome), nullText(r.OutcomeSource),
+		nullText(r.ProviderReference), r.StartedAt, nullTime(r.EndedAt), nullTime(r.UnknownSince),
+		nullText(r.UnknownCause), nullTime(r.EscalatedAt), nullText(r.EscalationReason),
+		nullText(r.EscalationDetail), r.LastEventSeq}
+}
+
+func (r *capabilityRow) copyValues() []any {
+	return []any{r.ID, r.OperationID, r.DecisionID, r.Attempt, r.State, r.IssuedAt, r.ExpiresAt,
+		nullText(r.ConsumedByMessageID), nullTime(r.ConsumedAt), nullText(r.ExecutionID), nullTime(r.RevokedAt),
+		nullText(r.RevokeReason), nullText(r.RevokedBy), r.LastEventSeq}
+}
+
+func (r *deliveryRow) copyValues() []any {
+	return []any{r.MessageID, r.OperationID, r.FirstSeenAt, r.LastSeenAt, r.TimesSeen, r.Result,
+		nullText(r.Reason), nullText(r.CapabilityID), r.LastEventSeq}
+}
+
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullInt(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }

@@ -2,7 +2,10 @@ package projections
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // statements holds the projector's SQL, addressed to one schema once at
@@ -11,8 +14,17 @@ type statements struct {
 	ensureCheckpoint, readCheckpoint, lockCheckpoint, writeCheckpoint string
 	applyLockShared                                                   string
 	loadOperations, loadExecutions, loadCapabilities, loadDeliveries  string
-	upsertOperations, upsertExecutions, upsertCapabilities            string
-	upsertDeliveries, insertEvidence, insertReconciliations           string
+	operations, executions, capabilities, deliveries                  tableStatements
+	insertEvidence, insertReconciliations                             string
+}
+
+// tableStatements write a mutable table's rows: COPY those a batch created
+// into table (a conflict is an error) in the order of columns, upsert those
+// it changed.
+type tableStatements struct {
+	table   pgx.Identifier
+	columns []string
+	upsert  string
 }
 
 const (
@@ -29,12 +41,19 @@ VALUES ($1, NULL, 0, $2) ON CONFLICT (name) DO NOTHING`
 
 	// The loads return the rows as one JSON array whose keys are the column
 	// names (the row types' JSON names). $1 is the batch's operation ids.
-	loadOperationsSQL   = `SELECT coalesce(jsonb_agg(t), '[]') FROM %[1]s.operations t WHERE id = ANY($1::text[])`
-	loadExecutionsSQL   = `SELECT coalesce(jsonb_agg(t), '[]') FROM %[1]s.executions t WHERE operation_id = ANY($1::text[])`
-	loadCapabilitiesSQL = `SELECT coalesce(jsonb_agg(t), '[]') FROM %[1]s.capabilities t WHERE operation_id = ANY($1::text[])`
+	// Each id is looked up in a LATERAL subquery that LIMIT/OFFSET keeps
+	// from being flattened into a join, so the plan is an index probe per id
+	// whatever the table's statistics say (a table growing during a
+	// catch-up is rarely analyzed; a hash join would scan it all).
+	loadOperationsSQL = `SELECT coalesce(jsonb_agg(t), '[]') FROM unnest($1::text[]) AS k(id)
+CROSS JOIN LATERAL (SELECT * FROM %[1]s.operations o WHERE o.id = k.id LIMIT 1) t`
+	loadExecutionsSQL = `SELECT coalesce(jsonb_agg(t), '[]') FROM unnest($1::text[]) AS k(id)
+CROSS JOIN LATERAL (SELECT * FROM %[1]s.executions x WHERE x.operation_id = k.id OFFSET 0) t`
+	loadCapabilitiesSQL = `SELECT coalesce(jsonb_agg(t), '[]') FROM unnest($1::text[]) AS k(id)
+CROSS JOIN LATERAL (SELECT * FROM %[1]s.capabilities c WHERE c.operation_id = k.id OFFSET 0) t`
 	// $1 message ids and $2 operation ids, pairwise.
-	loadDeliveriesSQL = `SELECT coalesce(jsonb_agg(t), '[]') FROM %[1]s.deliveries t
-WHERE (message_id, operation_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
+	loadDeliveriesSQL = `SELECT coalesce(jsonb_agg(t), '[]') FROM unnest($1::text[], $2::text[]) AS k(message_id, operation_id)
+CROSS JOIN LATERAL (SELECT * FROM %[1]s.deliveries d WHERE d.message_id = k.message_id AND d.operation_id = k.operation_id LIMIT 1) t`
 
 	// The writes take the batch's rows of one table as a JSON array ($1);
 	// jsonb_populate_recordset maps keys to columns by name and absent keys
@@ -46,7 +65,9 @@ ON CONFLICT (%[3]s) DO UPDATE SET (%[4]s) = ROW(%[5]s)`
 ON CONFLICT (%[3]s) DO NOTHING`
 )
 
-// The non-key columns each upsert overwrites: every column of the table.
+// The non-key columns of each mutable table, in table order: an upsert
+// overwrites them all; COPY writes the key columns and then these, in the
+// order of the rows' copyValues.
 var (
 	operationColumns = []string{"order_id", "amount_minor", "currency", "order_total_minor", "correlation_id",
 		"requested_by", "state", "attempt", "decision_id", "verdict", "current_execution_id", "execution_count",
@@ -62,12 +83,17 @@ var (
 		"last_event_seq"}
 )
 
-func upsert(ident, table, key string, columns []string) string {
+func table(schema, table string, key, columns []string) tableStatements {
 	excluded := make([]string, len(columns))
 	for i, c := range columns {
 		excluded[i] = "EXCLUDED." + c
 	}
-	return fmt.Sprintf(upsertSQL, ident, table, key, strings.Join(columns, ", "), strings.Join(excluded, ", "))
+	return tableStatements{
+		table:   pgx.Identifier{schema, table},
+		columns: append(slices.Clone(key), columns...),
+		upsert: fmt.Sprintf(upsertSQL, quoteSchema(schema), table, strings.Join(key, ", "),
+			strings.Join(columns, ", "), strings.Join(excluded, ", ")),
+	}
 }
 
 func newStatements(schema string) statements {
@@ -83,10 +109,10 @@ func newStatements(schema string) statements {
 		loadExecutions:        f(loadExecutionsSQL),
 		loadCapabilities:      f(loadCapabilitiesSQL),
 		loadDeliveries:        f(loadDeliveriesSQL),
-		upsertOperations:      upsert(ident, "operations", "id", operationColumns),
-		upsertExecutions:      upsert(ident, "executions", "id", executionColumns),
-		upsertCapabilities:    upsert(ident, "capabilities", "id", capabilityColumns),
-		upsertDeliveries:      upsert(ident, "deliveries", "message_id, operation_id", deliveryColumns),
+		operations:            table(schema, "operations", []string{"id"}, operationColumns),
+		executions:            table(schema, "executions", []string{"id"}, executionColumns),
+		capabilities:          table(schema, "capabilities", []string{"id"}, capabilityColumns),
+		deliveries:            table(schema, "deliveries", []string{"message_id", "operation_id"}, deliveryColumns),
 		insertEvidence:        fmt.Sprintf(insertOnceSQL, ident, "evidence", "event_id"),
 		insertReconciliations: fmt.Sprintf(insertOnceSQL, ident, "reconciliations", "event_id"),
 	}

@@ -1,0 +1,72 @@
+package projections
+
+import (
+	"fmt"
+
+	"opledger/domain"
+	"opledger/domain/ledger"
+	"opledger/eventstore"
+)
+
+// decodedEvent is a recorded event with its domain form. actor is the
+// metadata's actor, decoded only for the event types that show it. err is
+// why the event could not be decoded; it stops the batch only if the batch
+// folds the event (a rebuild may stop short of it).
+type decodedEvent struct {
+	rec   *eventstore.RecordedEvent
+	seq   int64        // 1-based ordinal in the log as the projection reads it; set by the batch
+	event domain.Event // nil: a stream the read models ignore
+	op    string       // the operation stream's operation id; "" for the evidence stream
+	actor string
+	err   error
+}
+
+func corrupt(d decodedEvent, format string, args ...any) error {
+	return fmt.Errorf("%w: %s@%d (%s, position %s): %s", ErrCorruptLog, d.rec.StreamID, d.rec.Version,
+		d.rec.Type, d.rec.Position, fmt.Sprintf(format, args...))
+}
+
+// decodeEvents decodes the events of operation streams and of the evidence
+// stream with ledger.DecodeRecorded; events of other streams stay undecoded
+// and fold to nothing. It is pure, so the next batch can be decoded while
+// one is written.
+func decodeEvents(events []eventstore.RecordedEvent) []decodedEvent {
+	decoded := make([]decodedEvent, len(events))
+	for i := range events {
+		rec := &events[i]
+		d := decodedEvent{rec: rec}
+		op, isOp := domain.OperationIDFromStream(rec.StreamID)
+		if !isOp && rec.StreamID != domain.EvidenceStream {
+			decoded[i] = d
+			continue
+		}
+		if isOp {
+			d.op = string(op)
+		}
+		e, err := ledger.DecodeRecorded(*rec)
+		if err != nil {
+			d.err = corrupt(d, "%v", err)
+		}
+		d.event = e
+		if err == nil && showsActor(rec.Type) {
+			meta, err := domain.DecodeMetadata(rec.Metadata)
+			if err != nil {
+				d.err = corrupt(d, "%v", err)
+			}
+			d.actor = meta.Actor
+		}
+		decoded[i] = d
+	}
+	return decoded
+}
+
+// showsActor reports whether the read models show the metadata's actor for
+// an event type (the others skip decoding the metadata).
+func showsActor(eventType string) bool {
+	switch eventType {
+	case domain.TypeCapabilityRevoked, domain.TypeLateOutcomeRecorded, domain.TypeReconciled,
+		domain.TypeEscalated, domain.TypeWriteRefused:
+		return true
+	}
+	return false
+}
