@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"opledger/domain"
+	"opledger/domain/ledger"
+)
+
+type eventsResponse struct {
+	OperationID domain.OperationID `json:"operation_id"`
+	Events      []eventView        `json:"events"`
+	// NextFrom is the version to ask for next (from=), when there may be more.
+	NextFrom *int64 `json:"next_from,omitempty"`
+}
+
+type eventView struct {
+	Version    int64           `json:"version"`
+	EventID    string          `json:"event_id"`
+	Type       string          `json:"type"`
+	RecordedAt time.Time       `json:"recorded_at"`
+	Metadata   domain.Metadata `json:"metadata"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// getEvents: GET /v1/operations/{id}/events?from=&limit=, the operation's
+// stream itself (not the read models), each event decoded and checked
+// against this build's schema. Pages of at most MaxPageSize events.
+func (s *Server) getEvents(_ http.ResponseWriter, r *http.Request, _ Principal) (reply, error) {
+	op, err := pathOperation(r)
+	if err != nil {
+		return reply{}, err
+	}
+	limit, err := pageLimit(r)
+	if err != nil {
+		return reply{}, err
+	}
+	var from int64
+	if text := r.URL.Query().Get("from"); text != "" {
+		if from, err = strconv.ParseInt(text, 10, 64); err != nil || from < 0 {
+			return reply{}, invalid("from", "from must be a stream version (an integer from 0)")
+		}
+	}
+	recs, err := s.cfg.Ledger.Store().ReadStream(r.Context(), op.StreamName(), from, limit+1)
+	if err != nil {
+		return reply{}, fmt.Errorf("read %s: %w", op.StreamName(), err)
+	}
+	if len(recs) == 0 && from == 0 {
+		return reply{}, notFound(string(domain.ReasonOperationUnknown), "no operation %s", op)
+	}
+	resp := eventsResponse{OperationID: op, Events: make([]eventView, 0, min(len(recs), limit))}
+	if len(recs) > limit {
+		next := recs[limit].Version
+		resp.NextFrom, recs = &next, recs[:limit]
+	}
+	for _, rec := range recs {
+		meta, err := domain.DecodeMetadata(rec.Metadata)
+		if err != nil {
+			return reply{}, fmt.Errorf("%w: %s@%d: %v", ledger.ErrCorruptStream, rec.StreamID, rec.Version, err)
+		}
+		e, err := ledger.DecodeRecorded(rec)
+		if err != nil {
+			return reply{}, fmt.Errorf("%w: %s@%d: %v", ledger.ErrCorruptStream, rec.StreamID, rec.Version, err)
+		}
+		_, data, err := domain.EncodeEvent(e)
+		if err != nil {
+			return reply{}, err
+		}
+		meta.RecordedAt = meta.RecordedAt.UTC()
+		resp.Events = append(resp.Events, eventView{
+			Version: rec.Version, EventID: rec.ID, Type: rec.Type, RecordedAt: rec.RecordedAt.UTC(), Metadata: meta, Data: data,
+		})
+	}
+	return ok(resp), nil
+}
+
+// pageLimit reads ?limit= (default DefaultPageSize, at most MaxPageSize).
+func pageLimit(r *http.Request) (int, error) {
+	text := r.URL.Query().Get("limit")
+	if text == "" {
+		return DefaultPageSize, nil
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 1 || n > MaxPageSize {
+		return 0, invalid("limit", "limit must be 1..%d", MaxPageSize)
+	}
+	return n, nil
+}

@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"opledger/adapters/provider"
+	"opledger/domain"
+	"opledger/domain/recovery"
+)
+
+// Metrics holds opledger's Prometheus metrics in a registry of its own. The
+// API counts its own requests, claims and refusals; the other roles report
+// through the hooks below, so one /metrics shows the whole process:
+//
+//   - the provider client: set provider.Config.Observer to the Metrics (it
+//     implements provider.Observer): sends by kind and outcome, latency;
+//   - the worker: wrap its ledger with InstrumentLedger: claims by status
+//     and refusals by reason, as the API counts its own;
+//   - the reconciler: call ObserveReconcile with the steps ReconcileOnce
+//     returns: results by verdict.
+//
+// Executions by state, the oldest Unknown's age and the projection lag are
+// gauges read from the read models (and the ProjectionLag func) at each
+// scrape. Safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	claims          *prometheus.CounterVec
+	refusals        *prometheus.CounterVec
+	executions      *prometheus.GaugeVec
+	unknownAge      prometheus.Gauge
+	lagEvents       prometheus.Gauge
+	lagSeconds      prometheus.Gauge
+	scrapeErrors    *prometheus.CounterVec
+	reconciled      *prometheus.CounterVec
+	providerSends   *prometheus.CounterVec
+	providerLatency *prometheus.HistogramVec
+	requests        *prometheus.CounterVec
+	requestLatency  *prometheus.HistogramVec
+}
+
+// NewMetrics returns metrics registered in a fresh registry, with the Go
+// runtime and process collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opledger_claims_total", Help: "Presentations of capabilities answered, by claim status.",
+		}, []string{"status"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opledger_refusals_total", Help: "Refused presentations and commands, by reason code.",
+		}, []string{"reason"}),
+		executions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "opledger_executions", Help: "Executions by state, from the read models at scrape time.",
+		}, []string{"state"}),
+		unknownAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "opledger_unknown_oldest_age_seconds", Help: "Age of the oldest Unknown execution by the ledger's clock (0: none).",
+		}),
+		lagEvents: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "opledger_projection_lag_events", Help: "Events of the log not yet folded into the read models (capped).",
+		}),
+		lagSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "opledger_projection_lag_seconds", Help: "Age of the oldest event not yet folded into the read models.",
+		}),
+		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opledger_metrics_scrape_errors_total", Help: "Failures reading a scrape-time gauge, by gauge.",
+		}, []string{"gauge"}),
+		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opledger_reconciler_results_total", Help: "Reconciliation steps, by verdict.",
+		}, []string{"verdict"}),
+		providerSends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opledger_provider_requests_total", Help: "Requests sent to the provider, by kind and classified outcome.",
+		}, []string{"kind", "outcome"}),
+		providerLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "opledger_provider_request_duration_seconds", Help: "Provider request latency, by kind.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5ms .. ~41s
+		}, []string{"kind"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opledger_http_requests_total", Help: "HTTP requests, by route pattern and status code.",
+		}, []string{"route", "code"}),
+		requestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "opledger_http_request_duration_seconds", Help: "HTTP request latency, by route pattern.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1ms .. ~8s
+		}, []string{"route"}),
+	}
+	m.reg.MustRegister(m.claims, m.refusals, m.executions, m.unknownAge, m.lagEvents, m.lagSeconds, m.scrapeErrors,
+		m.reconciled, m.providerSends, m.providerLatency, m.requests, m.requestLatency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry the metrics live in; register more
+// collectors there to have /metrics show them.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// ObserveClaim counts one answered presentation, and its refusal reason.
+func (m *Metrics) ObserveClaim(status domain.ClaimStatus, reason domain.Reason) {
+	m.claims.WithLabelValues(string(status)).Inc()
+	if status != domain.StatusClaimed && reason != "" {
+		m.refusals.WithLabelValues(string(reason)).Inc()
+	}
+}
+
+// ObserveRefusal counts one refused command (a stale lease, an execution
+// not in the state a write needs, ...).
+func (m *Metrics) ObserveRefusal(reason domain.Reason) {
+	m.refusals.WithLabelValues(string(reason)).Inc()
+}
+
+// ObserveReconcile counts reconciliation steps by verdict: call it with
+// what recovery.Reconciler.ReconcileOnce returned.
+func (m *Metrics) ObserveReconcile(steps []recovery.Step) {
+	for _, st := range steps {
+		m.reconciled.WithLabelValues(string(st.Verdict)).Inc()
+	}
+}
+
+// ObserveSend implements provider.Observer: it counts each send by kind and
+// outcome and records its latency.
+func (m *Metrics) ObserveSend(_ context.Context, s provider.Send) {
+	outcome := string(s.Outcome)
+	if outcome == "" {
+		outcome = "none"
+	}
+	m.providerSends.WithLabelValues(string(s.Kind), outcome).Inc()
+	m.providerLatency.WithLabelValues(string(s.Kind)).Observe(s.Latency.Seconds())
+}
+
+var _ provider.Observer = (*Metrics)(nil)
+
+func (m *Metrics) observeRequest(route, code string, took time.Duration) {
+	m.requests.WithLabelValues(route, code).Inc()
+	m.requestLatency.WithLabelValues(route).Observe(took.Seconds())
+}

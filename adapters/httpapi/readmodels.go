@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"opledger/projections"
+)
+
+// readModels queries the tables projections/ maintains (docs/projections.md
+// describes them). Every query is bounded by a LIMIT.
+type readModels struct {
+	db    projections.Querier
+	ident string // the schema, quoted
+}
+
+func newReadModels(db projections.Querier, schema string) (*readModels, error) {
+	if schema == "" || len(schema) > 63 || strings.ContainsRune(schema, 0) {
+		return nil, fmt.Errorf("read-model schema name %q must be 1..63 bytes", schema)
+	}
+	return &readModels{db: db, ident: pgx.Identifier{schema}.Sanitize()}, nil
+}
+
+// sql fills the schema into a statement: %[1]s is the quoted schema.
+func (m *readModels) sql(stmt string) string { return fmt.Sprintf(stmt, m.ident) }
+
+// readError classifies a read-model failure: a server-reported error is a
+// bug or a schema problem (500, logged); anything else is the database out
+// of reach (503).
+func readError(what string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return &apiError{status: http.StatusInternalServerError, code: CodeInternal, cause: fmt.Errorf("read %s: %w", what, err),
+			message: "the read models cannot be queried; the server log has the cause (was 'opledger migrate' run?)"}
+	}
+	return &apiError{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable, retryAfter: "1", cause: fmt.Errorf("read %s: %w", what, err),
+		message: "the read models' database is unreachable: retry later"}
+}
+
+// utc returns t in UTC, or nil for a NULL.
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// ping is the default readiness check: the read models answer.
+func (m *readModels) ping(ctx context.Context) error {
+	var n int64
+	if err := m.db.QueryRow(ctx, m.sql(`SELECT count(*) FROM %[1]s.projection_checkpoints`)).Scan(&n); err != nil {
+		return fmt.Errorf("read models: %w", err)
+	}
+	return nil
+}

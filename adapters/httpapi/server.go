@@ -1,0 +1,179 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"opledger/domain"
+	"opledger/domain/ledger"
+)
+
+// Server is the HTTP API. It is an http.Handler; safe for concurrent use.
+type Server struct {
+	cfg   Config
+	mux   *http.ServeMux
+	reads *readModels
+}
+
+// New validates cfg and returns a Server. It does no I/O.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	reads, err := newReadModels(cfg.ReadModels, cfg.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads}
+	s.routes()
+	return s, nil
+}
+
+// Metrics returns the server's metrics, to hand to the other roles' hooks.
+func (s *Server) Metrics() *Metrics { return s.cfg.Metrics }
+
+// everyone may call the reads.
+var everyone = Roles
+
+func (s *Server) routes() {
+	s.handle("POST /v1/operations", []Role{RoleAgent}, s.createOperation)
+	s.handle("POST /v1/operations/{id}/decisions", []Role{RoleAgent}, s.decide)
+	s.handle("POST /v1/claims", []Role{RoleWorker}, s.claim)
+	s.handle("POST /v1/executions/{id}/lease", []Role{RoleWorker}, s.renewLease)
+	s.handle("POST /v1/executions/{id}/outcome", []Role{RoleWorker}, s.recordOutcome)
+	s.handle("POST /v1/executions/{id}/resolve", []Role{RoleOperator}, s.resolve)
+	s.handle("POST /v1/capabilities/{id}/revoke", []Role{RoleOperator}, s.revoke)
+	s.handle("POST /v1/test-clock", []Role{RoleOperator}, s.advanceTestClock)
+	s.handle("GET /v1/escalations", everyone, s.listEscalations)
+	s.handle("GET /v1/operations/{id}", everyone, s.getOperation)
+	s.handle("GET /v1/operations/{id}/events", everyone, s.getEvents)
+	s.handle("GET /v1/evidence", everyone, s.listEvidence)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("GET /metrics", s.metrics)
+}
+
+// handlerFunc is an endpoint: it answers a reply or an error (see classify).
+type handlerFunc func(w http.ResponseWriter, r *http.Request, who Principal) (reply, error)
+
+// handle registers an endpoint that only the given roles may call: no or an
+// unknown token is 401, a known token of another role 403.
+func (s *Server) handle(pattern string, roles []Role, h handlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		info := requestInfoFrom(r.Context())
+		token, found := bearer(r.Header.Get("Authorization"))
+		if !found {
+			writeError(w, &apiError{status: http.StatusUnauthorized, code: CodeUnauthenticated, message: "no bearer token: send Authorization: Bearer TOKEN"})
+			return
+		}
+		who, known := s.cfg.Tokens.Authenticate(token)
+		if !known {
+			writeError(w, &apiError{status: http.StatusUnauthorized, code: CodeUnauthenticated, message: "unknown bearer token"})
+			return
+		}
+		info.who = who
+		if !slices.Contains(roles, who.Role) {
+			writeError(w, &apiError{status: http.StatusForbidden, code: CodeForbidden,
+				message: fmt.Sprintf("role %s may not %s %s", who.Role, method, path)})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CommandTimeout)
+		defer cancel()
+		rep, err := h(w, r.WithContext(ctx), who)
+		if err != nil {
+			var refusal *domain.Refusal
+			if errors.As(err, &refusal) {
+				s.cfg.Metrics.ObserveRefusal(refusal.Reason)
+			}
+			e := classify(err)
+			info.err = e
+			writeError(w, e)
+			return
+		}
+		data, err := encodeBody(rep.body)
+		if err != nil {
+			e := classify(err)
+			info.err = e
+			writeError(w, e)
+			return
+		}
+		writeJSON(w, rep.status, rep.header, data)
+	})
+}
+
+// ServeHTTP routes r, answering unknown paths (404) and methods (405) in
+// JSON too, and logs and counts every request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	info := &requestInfo{id: requestID(r)}
+	r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
+	rec := &statusRecorder{ResponseWriter: w}
+	rec.Header().Set("X-Request-Id", info.id)
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		s.notRouted(rec, r, h)
+		pattern = "unmatched"
+	} else {
+		s.mux.ServeHTTP(rec, r)
+	}
+	s.logRequest(r, rec, info, pattern, time.Since(start))
+}
+
+// notRouted lets the mux decide between 404, 405 (with Allow) and a
+// redirect, and answers the first two in JSON.
+func (s *Server) notRouted(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	capture := &captureWriter{header: http.Header{}}
+	h.ServeHTTP(capture, r)
+	switch capture.status {
+	case http.StatusNotFound:
+		writeError(w, notFound(CodeNotFound, "no endpoint %s: see docs/api.md", r.URL.Path))
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", capture.header.Get("Allow"))
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
+			message: fmt.Sprintf("%s does not take %s (allowed: %s)", r.URL.Path, r.Method, capture.header.Get("Allow"))})
+	default:
+		for k, vs := range capture.header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(capture.status)
+		_, _ = w.Write(capture.body)
+	}
+}
+
+// captureWriter keeps what the mux's fallback handlers write (a few bytes).
+type captureWriter struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+func (c *captureWriter) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	if len(c.body) < 4096 {
+		c.body = append(c.body, p[:min(len(p), 4096-len(c.body))]...)
+	}
+	return len(p), nil
+}
+
+// requestID is the caller's X-Request-Id when it is a sane one, else new.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 && printable(id) {
+		return id
+	}
+	return ledger.NewID("REQ-")
+}
