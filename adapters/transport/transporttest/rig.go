@@ -220,29 +220,45 @@ func (r *Rig) OperationEvidence(op domain.OperationID) []domain.PresentationReje
 	return ev
 }
 
-// FailingCheckpoints fails the first n Saves after publishing went through:
-// the relay's crash between publish and checkpoint.
-type FailingCheckpoints struct {
+// CrashAfterPublish models a relay that dies after publishing and before
+// saving its checkpoint, n times: the Checkpoints it returns fail a Save
+// whenever the Publisher it returns published since the last Save.
+func CrashAfterPublish(pub transport.Publisher, checks transport.Checkpoints, n int) (transport.Publisher, transport.Checkpoints) {
+	c := &crash{Publisher: pub, Checkpoints: checks, fails: n}
+	return publishSide{c}, c
+}
+
+type crash struct {
+	transport.Publisher
 	transport.Checkpoints
-	mu    sync.Mutex
-	fails int
+	mu        sync.Mutex
+	fails     int
+	published bool
 }
 
-// FailSaves returns checkpoints over inner whose next n Saves fail.
-func FailSaves(inner transport.Checkpoints, n int) *FailingCheckpoints {
-	return &FailingCheckpoints{Checkpoints: inner, fails: n}
-}
+type publishSide struct{ c *crash }
 
-// Save fails while failures remain, else saves.
-func (f *FailingCheckpoints) Save(ctx context.Context, name, position string) error {
-	f.mu.Lock()
-	fail := f.fails > 0
-	if fail {
-		f.fails--
+func (p publishSide) Publish(ctx context.Context, msgs []transport.Outbound) error {
+	err := p.c.Publisher.Publish(ctx, msgs)
+	if err == nil {
+		p.c.mu.Lock()
+		p.c.published = true
+		p.c.mu.Unlock()
 	}
-	f.mu.Unlock()
+	return err
+}
+
+// Save fails after a publication while failures remain, else saves.
+func (c *crash) Save(ctx context.Context, name, position string) error {
+	c.mu.Lock()
+	fail := c.published && c.fails > 0
+	if fail {
+		c.fails--
+	}
+	c.published = false
+	c.mu.Unlock()
 	if fail {
 		return fmt.Errorf("checkpoint %s at %s: simulated crash after publishing", name, position)
 	}
-	return f.Checkpoints.Save(ctx, name, position)
+	return c.Checkpoints.Save(ctx, name, position)
 }

@@ -1,0 +1,166 @@
+package kafka_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"opledger/adapters/transport"
+	"opledger/adapters/transport/transporttest"
+	"opledger/domain"
+)
+
+// The relay publishes a request per capability; a consumer handles them and
+// commits; after a stop, a new member of the group resumes from the
+// committed offsets: it sees only what came after, and every refund happens
+// once on the provider's ledger.
+func TestConsumerRestartResumesFromCommittedOffset(t *testing.T) {
+	t.Parallel()
+	_, brokers := cluster(t)
+	rig := transporttest.New(t)
+	rig.Go("relay", rig.Relay("refund-requests", publisher(t, brokers), transport.SelectRefundRequests, nil).Run)
+
+	first := []domain.OperationID{"OP-1", "OP-2", "OP-3"}
+	for _, op := range first {
+		rig.Approve(op)
+	}
+	stop := consume(rig, brokers, "w1")
+	rig.WaitRecords("the first claims", len(first), status(domain.StatusClaimed))
+	stop() // graceful: what was handled is committed before the member leaves
+
+	later := []domain.OperationID{"OP-4", "OP-5"}
+	for _, op := range later {
+		rig.Approve(op)
+	}
+	consume(rig, brokers, "w2")
+	rig.WaitRecords("the later claims", len(later), func(r transporttest.Record) bool {
+		return r.Worker == "w2" && status(domain.StatusClaimed)(r)
+	})
+	var seen []domain.OperationID
+	for _, r := range rig.Find(func(r transporttest.Record) bool { return r.Worker == "w2" }) {
+		seen = append(seen, r.OperationID)
+	}
+	slices.Sort(seen)
+	require.Equal(t, later, seen, "w2 resumed after the committed offsets: nothing handled twice")
+	for _, op := range append(first, later...) {
+		once(t, rig, op)
+	}
+}
+
+// The broker loses a commit (the connection drops on OffsetCommit): the
+// partition is read again from the last committed offset, and the copy is a
+// DuplicateDelivery with no second provider request.
+func TestRedeliveryAfterUncommittedOffsetIsDuplicate(t *testing.T) {
+	t.Parallel()
+	c, brokers := cluster(t)
+	rig := transporttest.New(t)
+	c.ControlKey(kmsg.OffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		return nil, fmt.Errorf("commit lost"), true // closes the connection; handled once
+	})
+	rig.Go("relay", rig.Relay("refund-requests", publisher(t, brokers), transport.SelectRefundRequests, nil).Run)
+	rig.Approve("OP-4471")
+	consume(rig, brokers, "w1")
+
+	dup := rig.WaitRecords("the redelivery", 1, status(domain.StatusDuplicateDelivery))
+	claims := rig.Find(status(domain.StatusClaimed))
+	require.Len(t, claims, 1)
+	require.Equal(t, claims[0].MessageID, dup[0].MessageID)
+	require.Equal(t, claims[0].Origin, dup[0].Origin, "the same message at the same offset")
+	require.False(t, dup[0].Disposition.Result.Executed)
+	once(t, rig, "OP-4471")
+}
+
+// A rebalance between two members of one group (one joins mid-stream, then
+// the other leaves) loses nothing and refunds nothing twice.
+func TestRebalanceLosesNothingRefundsNothingTwice(t *testing.T) {
+	t.Parallel()
+	_, brokers := cluster(t)
+	rig := transporttest.New(t)
+	rig.Go("relay", rig.Relay("refund-requests", publisher(t, brokers), transport.SelectRefundRequests, nil).Run)
+
+	// Three waves of operations, two per partition each.
+	waves := make([][]domain.OperationID, 3)
+	perPartition := make([][]int, 3)
+	for i := 0; ; i++ {
+		op := domain.OperationID(fmt.Sprintf("OP-%d", 1000+i))
+		p := partitionOf(string(op))
+		placed := false
+		for w := range waves {
+			if perPartition[w] == nil {
+				perPartition[w] = make([]int, partitions)
+			}
+			if perPartition[w][p] < 2 {
+				perPartition[w][p]++
+				waves[w] = append(waves[w], op)
+				placed = true
+				break
+			}
+		}
+		if !placed && len(waves[2]) == 2*partitions {
+			break
+		}
+		require.Less(t, i, 10_000, "the hash balancer spreads keys")
+	}
+	claimedOps := func() map[domain.OperationID]int {
+		n := map[domain.OperationID]int{}
+		for _, r := range rig.Find(status(domain.StatusClaimed)) {
+			n[r.OperationID]++
+		}
+		return n
+	}
+
+	for _, op := range waves[0] {
+		rig.Approve(op)
+	}
+	stopW1 := consume(rig, brokers, "w1")
+	rig.WaitRecords("w1 working", 1, status(domain.StatusClaimed))
+	consume(rig, brokers, "w2") // joins: the group rebalances
+	for _, op := range waves[1] {
+		rig.Approve(op)
+	}
+	rig.WaitRecords("waves 1 and 2", len(waves[0])+len(waves[1]), status(domain.StatusClaimed))
+	stopW1() // leaves: w2 takes every partition
+	for _, op := range waves[2] {
+		rig.Approve(op)
+	}
+	rig.WaitRecords("all waves", len(waves[0])+len(waves[1])+len(waves[2]), status(domain.StatusClaimed))
+
+	byOp := claimedOps()
+	for _, wave := range waves {
+		for _, op := range wave {
+			require.Equal(t, 1, byOp[op], "%s claimed once", op)
+			once(t, rig, op)
+		}
+	}
+	for _, w := range []string{"w1", "w2"} {
+		require.NotEmpty(t, rig.Find(func(r transporttest.Record) bool { return r.Worker == w && status(domain.StatusClaimed)(r) }), "%s handled a share", w)
+	}
+	// Whatever a rebalance redelivered was absorbed by the inbox.
+	for _, r := range rig.Records() {
+		require.Contains(t, []domain.ClaimStatus{domain.StatusClaimed, domain.StatusDuplicateDelivery}, r.Disposition.Result.Claim.Status)
+	}
+}
+
+// A relay that dies after publishing, before its checkpoint, publishes the
+// same message id again; the worker's inbox absorbs the copy.
+func TestRelayCrashAfterPublishIsAbsorbed(t *testing.T) {
+	t.Parallel()
+	_, brokers := cluster(t)
+	rig := transporttest.New(t)
+	rig.Approve("OP-1")
+	pub, checks := transporttest.CrashAfterPublish(publisher(t, brokers), rig.Checks, 1)
+	relay := rig.Relay("refund-requests", pub, transport.SelectRefundRequests, checks)
+	rig.Go("relay", relay.Run)
+	rig.Poll("two publications", func() bool { return relay.Published() >= 2 })
+	consume(rig, brokers, "w1")
+
+	rig.WaitRecords("the copy", 1, status(domain.StatusDuplicateDelivery))
+	msgs := topic(t, brokers, transport.TopicRefundRequests)
+	require.Len(t, msgs, 2)
+	require.Equal(t, header(msgs[0], transport.HeaderMessageID), header(msgs[1], transport.HeaderMessageID))
+	require.Len(t, rig.Find(status(domain.StatusClaimed)), 1)
+	once(t, rig, "OP-1")
+}
