@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/eventstore/postgres"
+	"opledger/projections"
 )
 
 func init() {
@@ -35,15 +36,19 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err != nil {
 			return fail(stderr, "migrate", err)
 		}
-		fmt.Fprintf(stdout, "%s: applied %v\n", m.name, nonNil(applied))
+		fmt.Fprintf(stdout, "%s schema %s: applied %v\n", m.name, db.viewSchema, nonNil(applied))
 	}
 	return 0
 }
 
-// extraMigrations are further schemas migrate applies (read models).
-var extraMigrations []struct {
+// extraMigrations are the further schemas migrate applies, in order.
+var extraMigrations = []struct {
 	name    string
 	migrate func(ctx context.Context, pool *pgxpool.Pool, db *dbConfig) ([]int, error)
+}{
+	{"read models", func(ctx context.Context, pool *pgxpool.Pool, db *dbConfig) ([]int, error) {
+		return projections.Migrate(ctx, pool, db.viewSchema)
+	}},
 }
 
 func nonNil(v []int) []int {
