@@ -1,0 +1,335 @@
+package projections_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opledger/domain"
+	"opledger/domain/clock"
+	"opledger/domain/ledger"
+	"opledger/eventstore"
+	"opledger/eventstore/postgres"
+	"opledger/eventstore/postgres/pgtest"
+	"opledger/projections"
+)
+
+// BenchmarkCatchUp measures the projector catching up on a log of
+// OPLEDGER_BENCH_EVENTS events (scripts/bench-projections.sh: 1,000,000),
+// beside two ceilings read from the same rows in the same run: a plain COPY
+// of the events table in log order, and ReadAll through the port. Each of
+// OPLEDGER_BENCH_ROUNDS rounds (default 3) runs all three, the projector
+// into a fresh schema; the medians are reported. It is skipped unless
+// OPLEDGER_BENCH_EVENTS is set: generating the log takes a while.
+//
+// The log is realistic: a template of a few hundred operations written by
+// the command handler (completions, duplicates, replays, Unknowns
+// reconciled or escalated, lapsed leases and late outcomes, retries,
+// denials, refused writes, unattributed evidence), replicated under new
+// identifiers by INSERT ... SELECT generate_series until the log holds the
+// requested number of events.
+func BenchmarkCatchUp(b *testing.B) {
+	n, _ := strconv.Atoi(os.Getenv("OPLEDGER_BENCH_EVENTS"))
+	if n <= 0 {
+		b.Skip("set OPLEDGER_BENCH_EVENTS (scripts/bench-projections.sh) to run")
+	}
+	rounds, _ := strconv.Atoi(os.Getenv("OPLEDGER_BENCH_ROUNDS"))
+	rounds = max(rounds, 1)
+	batch, _ := strconv.Atoi(os.Getenv("OPLEDGER_BENCH_BATCH"))
+	url, storeSchema := pgtest.Schema(b)
+	store := pgtest.OpenMigrated(b, url, storeSchema)
+	pool := openBenchPool(b, url)
+
+	start := time.Now()
+	template := writeTemplate(b, store, 300)
+	replicate(b, pool, storeSchema, template, n)
+	waitReadable(b, pool, store)
+	b.Logf("generated %d events (template %d) in %s", n, template, time.Since(start).Round(time.Millisecond))
+
+	var copyRates, readRates, projectRates []float64
+	b.ResetTimer()
+	for range b.N {
+		for round := range rounds {
+			copyRates = append(copyRates, float64(n)/timeCopy(b, pool, storeSchema, n).Seconds())
+			readRates = append(readRates, float64(n)/timeReadAll(b, store, n).Seconds())
+			d := timeProjector(b, pool, store, batch, n)
+			projectRates = append(projectRates, float64(n)/d.Seconds())
+			b.Logf("round %d: copy %.0f ev/s, ReadAll %.0f ev/s, projector %.0f ev/s (%s)",
+				round+1, copyRates[len(copyRates)-1], readRates[len(readRates)-1], projectRates[len(projectRates)-1], d.Round(time.Millisecond))
+		}
+	}
+	b.StopTimer()
+	c, r, p := median(copyRates), median(readRates), median(projectRates)
+	b.ReportMetric(p, "events/s")
+	b.ReportMetric(r, "readall-events/s")
+	b.ReportMetric(c, "copy-events/s")
+	b.ReportMetric(p/c, "ratio-to-copy")
+	b.Logf("medians over %d rounds of %d events: projector %.0f ev/s, ReadAll %.0f ev/s, COPY %.0f ev/s; projector/COPY %.3f, ReadAll/COPY %.3f",
+		len(projectRates), n, p, r, c, p/c, r/c)
+}
+
+func openBenchPool(b *testing.B, url string) *pgxpool.Pool {
+	b.Helper()
+	pool, err := pgxpool.New(b.Context(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
+}
+
+// writeTemplate writes ops operations' histories through the command
+// handler and returns how many events they made.
+func writeTemplate(b *testing.B, store eventstore.Store, ops int) int {
+	b.Helper()
+	ctx := b.Context()
+	c := clock.NewManual(time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC))
+	h, err := ledger.New(ledger.Config{Store: store, Clock: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	must := func(err error) {
+		b.Helper()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	by := ledger.Cause{Actor: "bench"}
+	for i := range ops {
+		op := domain.OperationID(fmt.Sprintf("OP-%04d", i))
+		msg := func(k int) domain.MessageID { return domain.MessageID(fmt.Sprintf("MSG-%04d-%d", i, k)) }
+		_, err := h.RequestOperation(ctx, domain.RequestOperation{OperationID: op, OrderID: fmt.Sprintf("ORD-%04d", i),
+			AmountMinor: int64(1000 + i), Currency: "EUR", OrderTotalMinor: 100_000, CorrelationID: domain.CorrelationID(fmt.Sprintf("COR-%04d", i))}, by)
+		must(err)
+		facts := domain.Facts{OrderRefundable: true}
+		if i%8 == 4 {
+			facts.ChargebackOpen = true // denied
+		}
+		_, _, err = h.Decide(ctx, op, domain.Decide{Approver: "agent-7", ApprovalLimitMinor: 50_000, Facts: facts}, by)
+		must(err)
+		if i%8 == 4 {
+			continue
+		}
+		capID, err := h.IssueCapability(ctx, op, domain.IssueCapability{}, by)
+		must(err)
+		out, err := h.Claim(ctx, op, domain.Claim{MessageID: msg(1), CapabilityID: capID.CapabilityID, WorkerID: "worker-a"})
+		must(err)
+		x := out.ExecutionID
+		record := func(o domain.Outcome, ref string) {
+			must(h.RecordOutcome(ctx, op, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, Outcome: o, ProviderReference: ref}, by))
+		}
+		switch i % 8 {
+		case 0, 7: // completed; duplicate delivery; the unattributed kind too
+			_, err = h.RenewLease(ctx, op, domain.RenewLease{ExecutionID: x, LeaseEpoch: 1})
+			must(err)
+			record(domain.Completed, "re_"+string(op))
+			_, err = h.Claim(ctx, op, domain.Claim{MessageID: msg(1), CapabilityID: capID.CapabilityID, WorkerID: "worker-b"})
+			must(err)
+			if i%8 == 7 {
+				_, err = h.Claim(ctx, domain.OperationID("OP-NOPE-"+strconv.Itoa(i)), domain.Claim{MessageID: msg(9), CapabilityID: "CAP-FORGED", WorkerID: "worker-x"})
+				must(err)
+			}
+		case 1: // Unknown, reconciled
+			record(domain.Unknown, "")
+			must(h.Reconcile(ctx, op, domain.Reconcile{ExecutionID: x, Outcome: domain.Completed, Method: domain.MethodProviderLookup, ProviderReference: "re_" + string(op)}, by))
+		case 2: // lease lapsed, stale write refused, late outcome
+			c.Advance(domain.DefaultLeaseDuration)
+			_, err = h.LapseLease(ctx, op, domain.LapseLease{ExecutionID: x}, by)
+			must(err)
+			if err := h.RecordOutcome(ctx, op, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, Outcome: domain.Completed}, by); err == nil {
+				b.Fatal("a stale write was accepted")
+			}
+			must(h.RecordLateOutcome(ctx, op, domain.RecordLateOutcome{ExecutionID: x, LeaseEpoch: 1, Outcome: domain.Completed, ProviderReference: "re_" + string(op)}, by))
+		case 3: // NotApplied, then a second attempt that completes
+			record(domain.NotApplied, "")
+			_, _, err = h.Decide(ctx, op, domain.Decide{Approver: "agent-7", ApprovalLimitMinor: 50_000, Facts: facts}, by)
+			must(err)
+			capID, err = h.IssueCapability(ctx, op, domain.IssueCapability{}, by)
+			must(err)
+			out, err = h.Claim(ctx, op, domain.Claim{MessageID: msg(2), CapabilityID: capID.CapabilityID, WorkerID: "worker-a"})
+			must(err)
+			x = out.ExecutionID
+			record(domain.Completed, "re_"+string(op))
+		case 5: // completed, then replayed on a new message
+			record(domain.Completed, "re_"+string(op))
+			_, err = h.Claim(ctx, op, domain.Claim{MessageID: msg(3), CapabilityID: capID.CapabilityID, WorkerID: "worker-c"})
+			must(err)
+		case 6: // Unknown, escalated, resolved by an operator
+			record(domain.Unknown, "")
+			must(h.Escalate(ctx, op, domain.Escalate{ExecutionID: x, Reason: "lookup inconclusive"}, by))
+			must(h.Reconcile(ctx, op, domain.Reconcile{ExecutionID: x, Outcome: domain.NotApplied, Method: domain.MethodOperator, Actor: "ops-1", Evidence: "provider dashboard"}, by))
+		}
+	}
+	all, err := readAllEvents(ctx, store, nil)
+	must(err)
+	return len(all)
+}
+
+func readAllEvents(ctx context.Context, store eventstore.Store, after eventstore.Position) ([]eventstore.RecordedEvent, error) {
+	var out []eventstore.RecordedEvent
+	for {
+		page, err := store.ReadAll(ctx, after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(page) < 1000 {
+			return out, nil
+		}
+		after = page[len(page)-1].Position
+	}
+}
+
+// replicateSQL copies the template events (global_position <= $1) once per
+// k in [$2, $3], prefixing every identifier with k-: streams, ids in the
+// data and the metadata, fresh event ids. The unattributed stream's
+// versions are shifted past the template's ($4 events per copy). $5 bounds
+// the rows of the last chunk.
+const replicateSQL = `INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata)
+SELECT regexp_replace(t.stream_id, '(OP)-', '\1-' || k || '-'),
+       CASE WHEN t.stream_id = 'evidence-unattributed' THEN t.stream_version + k * $4::bigint ELSE t.stream_version END,
+       gen_random_uuid(), t.event_type,
+       regexp_replace(t.data::text, '(OP|EXE|CAP|DEC|MSG|COR)-', '\1-' || k || '-', 'g')::jsonb,
+       regexp_replace(t.metadata::text, '(OP|EXE|CAP|DEC|MSG|COR)-', '\1-' || k || '-', 'g')::jsonb
+FROM generate_series($2::bigint, $3::bigint) AS k, %[1]s.events t
+WHERE t.global_position <= $1
+ORDER BY k, t.global_position
+LIMIT $5`
+
+// replicate grows the log to n events, a chunk of copies per transaction.
+func replicate(b *testing.B, pool *pgxpool.Pool, schema string, template, n int) {
+	b.Helper()
+	ctx := b.Context()
+	ident := pgx.Identifier{schema}.Sanitize()
+	var lastTemplate, evidence int64
+	if err := pool.QueryRow(ctx, `SELECT max(global_position), count(*) FILTER (WHERE stream_id = 'evidence-unattributed') FROM `+ident+`.events`).Scan(&lastTemplate, &evidence); err != nil {
+		b.Fatal(err)
+	}
+	const copiesPerChunk = 40 // ~100,000 events per transaction
+	sql := fmt.Sprintf(replicateSQL, ident)
+	have := template
+	for k := int64(1); have < n; k += copiesPerChunk {
+		tag, err := pool.Exec(ctx, sql, lastTemplate, k, k+copiesPerChunk-1, evidence, n-have)
+		if err != nil {
+			b.Fatalf("replicate: %v", err)
+		}
+		have += int(tag.RowsAffected())
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+ident+`.streams (stream_id, version)
+SELECT stream_id, max(stream_version) FROM `+ident+`.events GROUP BY stream_id
+ON CONFLICT (stream_id) DO UPDATE SET version = EXCLUDED.version`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE `+ident+`.events`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitReadable waits (bounded) until ReadAll reaches the last event.
+func waitReadable(b *testing.B, pool *pgxpool.Pool, store *postgres.Store) {
+	b.Helper()
+	var last postgres.Position
+	if err := pool.QueryRow(b.Context(), `SELECT transaction_id, global_position FROM `+pgx.Identifier{store.Schema()}.Sanitize()+
+		`.events ORDER BY transaction_id DESC, global_position DESC LIMIT 1`).Scan(&last.TransactionID, &last.GlobalPosition); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		head, err := store.Head(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if head.Compare(last) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the log's end never became readable: a transaction stays open on the server")
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+}
+
+// timeCopy reads every event row in log order with COPY ... TO STDOUT.
+func timeCopy(b *testing.B, pool *pgxpool.Pool, schema string, n int) time.Duration {
+	b.Helper()
+	conn, err := pool.Acquire(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	sql := `COPY (SELECT global_position, transaction_id, stream_id, stream_version, event_id, event_type, data, metadata, recorded_at
+FROM ` + pgx.Identifier{schema}.Sanitize() + `.events ORDER BY transaction_id, global_position) TO STDOUT`
+	start := time.Now()
+	tag, err := conn.Conn().PgConn().CopyTo(b.Context(), io.Discard, sql)
+	d := time.Since(start)
+	if err != nil || tag.RowsAffected() != int64(n) {
+		b.Fatalf("copy: %d rows, %v", tag.RowsAffected(), err)
+	}
+	return d
+}
+
+// timeReadAll reads the whole log through the port, a page of
+// projections.DefaultBatchSize at a time.
+func timeReadAll(b *testing.B, store eventstore.Store, n int) time.Duration {
+	b.Helper()
+	start := time.Now()
+	var after eventstore.Position
+	read := 0
+	for {
+		page, err := store.ReadAll(b.Context(), after, projections.DefaultBatchSize)
+		if err != nil {
+			b.Fatal(err)
+		}
+		read += len(page)
+		if len(page) < projections.DefaultBatchSize {
+			break
+		}
+		after = page[len(page)-1].Position
+	}
+	if read != n {
+		b.Fatalf("ReadAll read %d events, want %d", read, n)
+	}
+	return time.Since(start)
+}
+
+// timeProjector catches a projector up from the start into a fresh schema.
+func timeProjector(b *testing.B, pool *pgxpool.Pool, store eventstore.Store, batch, n int) time.Duration {
+	b.Helper()
+	ctx := b.Context()
+	_, schema := pgtest.Schema(b)
+	if _, err := projections.Migrate(ctx, pool, schema); err != nil {
+		b.Fatal(err)
+	}
+	p, err := projections.New(projections.Config{Pool: pool, Store: store, Schema: schema, BatchSize: batch, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	applied, err := p.CatchUp(ctx)
+	d := time.Since(start)
+	if err != nil || applied != int64(n) {
+		b.Fatalf("catch-up applied %d of %d events: %v", applied, n, err)
+	}
+	if _, err := pool.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
