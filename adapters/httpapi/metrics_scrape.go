@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,9 +22,6 @@ const (
 
 var executionStates = []domain.ExecutionState{domain.ExecExecuting, domain.ExecCompleted, domain.ExecNotApplied, domain.ExecUnknown, domain.ExecEscalated}
 
-// scrapeMu makes concurrent scrapes refresh the gauges one at a time.
-var scrapeMu sync.Mutex
-
 // metrics: GET /metrics, no token. The scrape-time gauges are refreshed
 // first, on the request's context; a gauge that cannot be read keeps its
 // last value and counts opledger_metrics_scrape_errors_total.
@@ -37,8 +33,8 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) refreshGauges(ctx context.Context) {
-	scrapeMu.Lock()
-	defer scrapeMu.Unlock()
+	s.scrapeMu.Lock()
+	defer s.scrapeMu.Unlock()
 	m, reads := s.cfg.Metrics, s.reads
 	if counts, err := s.executionCounts(ctx); err != nil {
 		m.scrapeErrors.WithLabelValues("executions").Inc()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"opledger/domain"
@@ -18,7 +19,19 @@ type Server struct {
 	cfg   Config
 	mux   *http.ServeMux
 	reads *readModels
+	// scrapeMu makes concurrent scrapes refresh the gauges one at a time.
+	scrapeMu sync.Mutex
+	routes   []Route
 }
+
+// Route is one endpoint and the roles that may call it (none: no token).
+type Route struct {
+	Method, Path string
+	Roles        []Role
+}
+
+// Routes lists every endpoint, in registration order.
+func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
 
 // New validates cfg and returns a Server. It does no I/O.
 func New(cfg Config) (*Server, error) {
@@ -31,7 +44,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads}
-	s.routes()
+	s.register()
 	return s, nil
 }
 
@@ -41,7 +54,7 @@ func (s *Server) Metrics() *Metrics { return s.cfg.Metrics }
 // everyone may call the reads.
 var everyone = Roles
 
-func (s *Server) routes() {
+func (s *Server) register() {
 	s.handle("POST /v1/operations", []Role{RoleAgent}, s.createOperation)
 	s.handle("POST /v1/operations/{id}/decisions", []Role{RoleAgent}, s.decide)
 	s.handle("POST /v1/claims", []Role{RoleWorker}, s.claim)
@@ -54,9 +67,16 @@ func (s *Server) routes() {
 	s.handle("GET /v1/operations/{id}", everyone, s.getOperation)
 	s.handle("GET /v1/operations/{id}/events", everyone, s.getEvents)
 	s.handle("GET /v1/evidence", everyone, s.listEvidence)
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.HandleFunc("GET /metrics", s.metrics)
+	s.open("GET /healthz", s.healthz)
+	s.open("GET /readyz", s.readyz)
+	s.open("GET /metrics", s.metrics)
+}
+
+// open registers an endpoint that needs no token.
+func (s *Server) open(pattern string, h http.HandlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.routes = append(s.routes, Route{Method: method, Path: path})
+	s.mux.HandleFunc(pattern, h)
 }
 
 // handlerFunc is an endpoint: it answers a reply or an error (see classify).
@@ -66,6 +86,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, who Principal) (re
 // unknown token is 401, a known token of another role 403.
 func (s *Server) handle(pattern string, roles []Role, h handlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
+	s.routes = append(s.routes, Route{Method: method, Path: path, Roles: roles})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		info := requestInfoFrom(r.Context())
 		token, found := bearer(r.Header.Get("Authorization"))
