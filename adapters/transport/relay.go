@@ -12,6 +12,14 @@ import (
 	"opledger/eventstore"
 )
 
+// Names of the relays opledger runs, which are also their checkpoints'
+// names. Never rename one: a renamed relay starts from the beginning of the
+// log (harmless, since message ids are stable, but slow).
+const (
+	RelayRefundRequests  = "refund-requests"  // SelectRefundRequests
+	RelaySecuritySignals = "security-signals" // SelectSecuritySignals
+)
+
 // Outbound is one message a Relay publishes.
 type Outbound struct {
 	Topic     string
