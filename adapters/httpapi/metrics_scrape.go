@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"opledger/domain"
 )
@@ -29,7 +28,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout)
 	s.refreshGauges(ctx)
 	cancel()
-	promhttp.HandlerFor(s.cfg.Metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	s.exposition.ServeHTTP(w, r)
 }
 
 func (s *Server) refreshGauges(ctx context.Context) {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"opledger/domain"
 	"opledger/domain/ledger"
 )
@@ -20,8 +22,9 @@ type Server struct {
 	mux   *http.ServeMux
 	reads *readModels
 	// scrapeMu makes concurrent scrapes refresh the gauges one at a time.
-	scrapeMu sync.Mutex
-	routes   []Route
+	scrapeMu   sync.Mutex
+	exposition http.Handler // the registry in Prometheus's text format
+	routes     []Route
 }
 
 // Route is one endpoint and the roles that may call it (none: no token).
@@ -43,7 +46,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads,
+		exposition: promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
 	s.register()
 	return s, nil
 }
