@@ -118,25 +118,35 @@ func (p *Projector) lead(ctx context.Context, lock *leaderLock) error {
 	defer reader.close()
 	backoff := p.cfg.MinBackoff
 	failures := 0
+	moved := false // the last batch found the checkpoint moved
 	for {
 		n, err := p.step(ctx, lock, reader, &cp)
 		switch {
 		case err == nil:
-			failures = 0
+			failures, moved = 0, false
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, errCheckpointMoved):
 			// Another writer moved the checkpoint (a rebuild was swapped in,
 			// or a batch committed though its commit reported failure):
-			// continue from where the row says.
+			// continue from where the row says. Moved again at once means
+			// someone else is applying: back off as after a failure.
 			p.cfg.Logger.InfoContext(ctx, "projector: checkpoint moved; reloading", "projection", p.cfg.Name, "err", err)
-			reloaded, lerr := p.loadCheckpoint(ctx)
-			if lerr == nil {
-				cp = reloaded
+			if moved {
+				if err := p.failed(ctx, err, &failures); err != nil {
+					return err
+				}
+			}
+			moved = true
+			reloaded, err := p.loadCheckpoint(ctx)
+			if err != nil {
+				if err := p.failed(ctx, err, &failures); err != nil {
+					return err
+				}
 				continue
 			}
-			err = lerr
-			fallthrough
+			cp = reloaded
+			continue
 		default:
 			if err := p.failed(ctx, err, &failures); err != nil {
 				return err

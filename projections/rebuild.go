@@ -115,6 +115,9 @@ type RebuildResult struct {
 // renames the live schema away, renames the rebuild to Live and drops the
 // old schema. Queries see the old tables or the new, never a mix; the live
 // projector finds the rebuild's checkpoint and continues from it.
+//
+// A failed Rebuild leaves opts.Schema as it got (for inspection); drop it
+// before trying again under the same name.
 func Rebuild(ctx context.Context, db DB, store eventstore.Store, opts RebuildOptions) (RebuildResult, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
