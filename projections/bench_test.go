@@ -1,7 +1,6 @@
 package projections_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,8 +49,8 @@ func BenchmarkCatchUp(b *testing.B) {
 	pool := openBenchPool(b, url)
 
 	start := time.Now()
-	template := writeTemplate(b, store, 300)
-	replicate(b, pool, storeSchema, template, n)
+	writeTemplate(b, store, 300)
+	template := replicate(b, pool, storeSchema, n)
 	waitReadable(b, pool, store)
 	b.Logf("generated %d events (template %d) in %s", n, template, time.Since(start).Round(time.Millisecond))
 
@@ -88,8 +87,8 @@ func openBenchPool(b *testing.B, url string) *pgxpool.Pool {
 }
 
 // writeTemplate writes ops operations' histories through the command
-// handler and returns how many events they made.
-func writeTemplate(b *testing.B, store eventstore.Store, ops int) int {
+// handler.
+func writeTemplate(b *testing.B, store eventstore.Store, ops int) {
 	b.Helper()
 	ctx := b.Context()
 	c := clock.NewManual(time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC))
@@ -169,24 +168,6 @@ func writeTemplate(b *testing.B, store eventstore.Store, ops int) int {
 			must(h.Reconcile(ctx, op, domain.Reconcile{ExecutionID: x, Outcome: domain.NotApplied, Method: domain.MethodOperator, Actor: "ops-1", Evidence: "provider dashboard"}, by))
 		}
 	}
-	all, err := readAllEvents(ctx, store, nil)
-	must(err)
-	return len(all)
-}
-
-func readAllEvents(ctx context.Context, store eventstore.Store, after eventstore.Position) ([]eventstore.RecordedEvent, error) {
-	var out []eventstore.RecordedEvent
-	for {
-		page, err := store.ReadAll(ctx, after, 1000)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page...)
-		if len(page) < 1000 {
-			return out, nil
-		}
-		after = page[len(page)-1].Position
-	}
 }
 
 // replicateSQL copies the template events (global_position <= $1) once per
@@ -205,18 +186,21 @@ WHERE t.global_position <= $1
 ORDER BY k, t.global_position
 LIMIT $5`
 
-// replicate grows the log to n events, a chunk of copies per transaction.
-func replicate(b *testing.B, pool *pgxpool.Pool, schema string, template, n int) {
+// replicate grows the log (the template) to n events, a chunk of copies
+// per transaction, and returns the template's size. The template is counted
+// in the table: ReadAll may not see its last events yet.
+func replicate(b *testing.B, pool *pgxpool.Pool, schema string, n int) int {
 	b.Helper()
 	ctx := b.Context()
 	ident := pgx.Identifier{schema}.Sanitize()
-	var lastTemplate, evidence int64
-	if err := pool.QueryRow(ctx, `SELECT max(global_position), count(*) FILTER (WHERE stream_id = 'evidence-unattributed') FROM `+ident+`.events`).Scan(&lastTemplate, &evidence); err != nil {
+	var lastTemplate, evidence, template int64
+	if err := pool.QueryRow(ctx, `SELECT max(global_position), count(*) FILTER (WHERE stream_id = 'evidence-unattributed'), count(*) FROM `+ident+`.events`).
+		Scan(&lastTemplate, &evidence, &template); err != nil {
 		b.Fatal(err)
 	}
 	const copiesPerChunk = 40 // ~100,000 events per transaction
 	sql := fmt.Sprintf(replicateSQL, ident)
-	have := template
+	have := int(template)
 	for k := int64(1); have < n; k += copiesPerChunk {
 		tag, err := pool.Exec(ctx, sql, lastTemplate, k, k+copiesPerChunk-1, evidence, n-have)
 		if err != nil {
@@ -232,6 +216,7 @@ ON CONFLICT (stream_id) DO UPDATE SET version = EXCLUDED.version`); err != nil {
 	if _, err := pool.Exec(ctx, `ANALYZE `+ident+`.events`); err != nil {
 		b.Fatal(err)
 	}
+	return int(template)
 }
 
 // waitReadable waits (bounded) until ReadAll reaches the last event.
