@@ -1,0 +1,115 @@
+package kurrent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"opledger/eventstore"
+)
+
+// Append implements eventstore.Store with one AppendToStream call, the
+// expected version mapped by toExpectedRevision and the event ids sent as
+// the events' KurrentDB ids, so the server deduplicates a retry (see the
+// package doc for what it does and does not deduplicate). A wrong expected
+// version becomes a *eventstore.WrongExpectedVersionError with the stream's
+// revision as the server reported it.
+//
+// Beyond eventstore.ValidateAppend, the stream must be in the store's
+// categories (Config.StreamPrefixes), event ids must be lowercase canonical
+// UUIDs and Data and Metadata must be JSON (or nil); an append the server
+// refuses as malformed or too large (KurrentDB's MaxAppendSize, 1 MiB by
+// default) wraps eventstore.ErrInvalidAppend too.
+func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events []eventstore.EventData) (eventstore.AppendResult, error) {
+	if err := eventstore.ValidateAppend(stream, events); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	if err := s.names.checkStream(stream, true); err != nil {
+		return eventstore.AppendResult{}, fmt.Errorf("append %s: %w: %v", stream, eventstore.ErrInvalidAppend, err)
+	}
+	revision, err := toExpectedRevision(expected)
+	if err != nil {
+		return eventstore.AppendResult{}, fmt.Errorf("append %s: %w", stream, err)
+	}
+	data, err := toEventData(stream, events)
+	if err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	op := "append " + stream
+	var result *esdb.WriteResult
+	err = s.call(ctx, op, func(ctx context.Context, es *esdb.Client) error {
+		opts := esdb.AppendToStreamOptions{ExpectedRevision: revision, Deadline: &s.cfg.CallTimeout}
+		r, err := es.AppendToStream(ctx, s.names.server(stream), opts, data...)
+		result = r
+		return err
+	})
+	switch {
+	case errors.Is(err, eventstore.ErrWrongExpectedVersion):
+		return eventstore.AppendResult{}, s.wrongVersion(ctx, stream, expected, err)
+	case err != nil && isRefusedAppend(err):
+		return eventstore.AppendResult{}, fmt.Errorf("%w: the server refused it: %w", eventstore.ErrInvalidAppend, err)
+	case err != nil:
+		return eventstore.AppendResult{}, err
+	}
+	next := int64(result.NextExpectedVersion)
+	if want, ok := nextVersion(expected, len(events)); ok && next != want {
+		// The server accepted an append at an exact version but reports the
+		// stream elsewhere: the mapping is broken. Fail loudly.
+		return eventstore.AppendResult{}, fmt.Errorf("%s: bug: server reports revision %d after %d events at %s, want %d", op, next, len(events), expected, want)
+	}
+	return eventstore.AppendResult{NextExpectedVersion: next}, nil
+}
+
+// wrongVersion builds the port's error for a refused append. The stream's
+// revision comes from the client's message; should its form ever change,
+// it is read from the stream instead (which may be later than the revision
+// the server refused at, never earlier).
+func (s *Store) wrongVersion(ctx context.Context, stream string, expected eventstore.ExpectedVersion, cause error) error {
+	actual, ok := actualVersion(clientMessage(cause))
+	if !ok {
+		var err error
+		if actual, err = s.lastVersion(ctx, stream); err != nil {
+			return fmt.Errorf("%w; reading the stream's version: %w", cause, err)
+		}
+	}
+	return &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: actual}
+}
+
+// clientMessage is the message of the client error in err's chain.
+func clientMessage(err error) string {
+	var esErr *esdb.Error
+	if errors.As(err, &esErr) && esErr.Err() != nil {
+		return esErr.Err().Error()
+	}
+	return ""
+}
+
+// lastVersion reads stream's current version: its last event's revision,
+// or NoStreamVersion.
+func (s *Store) lastVersion(ctx context.Context, stream string) (int64, error) {
+	version := eventstore.NoStreamVersion
+	err := s.call(ctx, "read version of "+stream, func(ctx context.Context, es *esdb.Client) error {
+		opts := esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.End{}, Deadline: &s.cfg.CallTimeout}
+		rs, err := es.ReadStream(ctx, s.names.server(stream), opts, 1)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		ev, err := rs.Recv()
+		switch {
+		case errors.Is(err, io.EOF), isNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		version = int64(ev.OriginalEvent().EventNumber)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return version, nil
+}
