@@ -19,25 +19,46 @@ import (
 
 // The execution scenarios of the seed article, on real Postgres and the
 // provider simulator over HTTP. Every claim about effects is checked on the
-// simulator's ledger, never on a status flag alone.
+// simulator's ledger, never on a status flag alone. Each scenario is a
+// testX(t, backend) run here on Postgres and in kurrent_test.go on KurrentDB.
 
 const op domain.OperationID = "OP-4471"
 
-type scenario struct {
-	t     *testing.T
-	ctx   context.Context
-	w     *harness.World
-	store eventstore.Store
+// backend opens the event store a scenario runs on.
+type backend struct {
+	// open returns an isolated store for one scenario, and a function
+	// opening another instance over the same data with connections of its
+	// own (a second pool, a second client).
+	open func(t *testing.T) (store eventstore.Store, another func() eventstore.Store)
+	// dead returns a store whose server cannot be reached.
+	dead func(t *testing.T) eventstore.Store
 }
 
-func newScenario(t *testing.T, profile domain.ProviderProfile, attempts int) *scenario {
+// onPostgres is every scenario's home: a fresh schema on the test server.
+var onPostgres = backend{
+	open: func(t *testing.T) (eventstore.Store, func() eventstore.Store) {
+		store := pgtest.OpenStore(t)
+		return store, func() eventstore.Store { return pgtest.OpenMigrated(t, pgtest.URL(), store.Schema()) }
+	},
+	dead: deadStore,
+}
+
+type scenario struct {
+	t       *testing.T
+	ctx     context.Context
+	w       *harness.World
+	store   eventstore.Store
+	another func() eventstore.Store
+}
+
+func newScenarioOn(t *testing.T, b backend, profile domain.ProviderProfile, attempts int) *scenario {
 	t.Helper()
 	t.Parallel()
-	store := pgtest.OpenStore(t)
+	store, another := b.open(t)
 	w, err := harness.New(harness.Options{Store: store, Profile: profile, ClientAttempts: attempts})
 	require.NoError(t, err)
 	t.Cleanup(w.Close)
-	return &scenario{t: t, ctx: t.Context(), w: w, store: store}
+	return &scenario{t: t, ctx: t.Context(), w: w, store: store, another: another}
 }
 
 func (s *scenario) approve() harness.Refund {
@@ -134,7 +155,11 @@ func untilNonZero(t *testing.T, f func() int) int {
 // 1. A replayed capability (new message id, inside the 24 h window) is
 // rejected before it reaches the provider.
 func TestReplayedCapabilityRejectedBeforeProvider(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 1)
+	testReplayedCapabilityRejectedBeforeProvider(t, onPostgres)
+}
+
+func testReplayedCapabilityRejectedBeforeProvider(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 1)
 	r := s.approve()
 	a := s.worker("worker-a")
 	first := s.deliver(a, r.Delivery("MSG-55A"))
@@ -157,7 +182,11 @@ func TestReplayedCapabilityRejectedBeforeProvider(t *testing.T) {
 
 // 2. The same replay 25 h later, after the simulator pruned the key.
 func TestReplayAfterProviderPrunedKeyCannotRefundAgain(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 1)
+	testReplayAfterProviderPrunedKeyCannotRefundAgain(t, onPostgres)
+}
+
+func testReplayAfterProviderPrunedKeyCannotRefundAgain(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 1)
 	r := s.approve()
 	a := s.worker("worker-a")
 	s.deliver(a, r.Delivery("MSG-55A"))
@@ -171,7 +200,11 @@ func TestReplayAfterProviderPrunedKeyCannotRefundAgain(t *testing.T) {
 // 3. Response lost after commit: Unknown, capability consumed, and a
 // redelivery sends nothing.
 func TestLostResponseIsUnknownAndRedeliveryDoesNotResend(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 1)
+	testLostResponseIsUnknownAndRedeliveryDoesNotResend(t, onPostgres)
+}
+
+func testLostResponseIsUnknownAndRedeliveryDoesNotResend(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultLoseResponseAfterCommit)
 	a := s.worker("worker-a")
@@ -193,7 +226,11 @@ func TestLostResponseIsUnknownAndRedeliveryDoesNotResend(t *testing.T) {
 // 4. A duplicate delivery while worker A still waits on a held response
 // leaves the execution Executing; releasing it ends Completed, one request.
 func TestDuplicateWhileHeldLeavesExecuting(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 1)
+	testDuplicateWhileHeldLeavesExecuting(t, onPostgres)
+}
+
+func testDuplicateWhileHeldLeavesExecuting(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultHoldResponse)
 	a, b := s.worker("worker-a"), s.worker("worker-b")
@@ -222,7 +259,11 @@ func TestDuplicateWhileHeldLeavesExecuting(t *testing.T) {
 
 // 5. A second valid capability while the outcome is Unknown opens nothing.
 func TestSecondCapabilityWhileUnknownOpensNothing(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 1)
+	testSecondCapabilityWhileUnknownOpensNothing(t, onPostgres)
+}
+
+func testSecondCapabilityWhileUnknownOpensNothing(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultLoseResponseAfterCommit)
 	a := s.worker("worker-a")
@@ -243,9 +284,13 @@ func TestSecondCapabilityWhileUnknownOpensNothing(t *testing.T) {
 // 6. The whole Thursday timeline and Friday's resubmission end with exactly
 // one refund, for both provider profiles.
 func TestThursdayAndFriday(t *testing.T) {
+	testThursdayAndFriday(t, onPostgres)
+}
+
+func testThursdayAndFriday(t *testing.T, on backend) {
 	for _, profile := range []domain.ProviderProfile{domain.StripeV1, domain.StripeV2} {
 		t.Run(profile.Name, func(t *testing.T) {
-			s := newScenario(t, profile, 1)
+			s := newScenarioOn(t, on, profile, 1)
 			at := func(hms string) {
 				t.Helper()
 				target, err := time.Parse(time.DateTime, "2026-11-26 "+hms)
@@ -300,12 +345,16 @@ func TestThursdayAndFriday(t *testing.T) {
 	}
 }
 
-// 7. Racing deliveries from two worker instances with separate pools: one
-// claim, one request.
+// 7. Racing deliveries from two worker instances with separate pools (or
+// clients): one claim, one request.
 func TestRacingWorkersSeparatePools(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 1)
+	testRacingWorkersSeparatePools(t, onPostgres)
+}
+
+func testRacingWorkersSeparatePools(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 1)
 	r := s.approve()
-	other := pgtest.OpenMigrated(t, pgtest.URL(), s.store.(interface{ Schema() string }).Schema())
+	other := s.another()
 	h2, err := ledger.New(ledger.Config{Store: other, Clock: s.w.Clock})
 	require.NoError(t, err)
 	a := s.worker("worker-a")
@@ -340,7 +389,11 @@ func TestRacingWorkersSeparatePools(t *testing.T) {
 // 9a. Lease fencing: after the sweeper took over, the old worker's late
 // result is refused as an outcome and resolves only its own Unknown.
 func TestStaleWorkerLateResultResolvesOnlyItsOwnExecution(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 1)
+	testStaleWorkerLateResultResolvesOnlyItsOwnExecution(t, onPostgres)
+}
+
+func testStaleWorkerLateResultResolvesOnlyItsOwnExecution(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultHoldResponse)
 	a := s.worker("worker-a")
@@ -366,7 +419,11 @@ func TestStaleWorkerLateResultResolvesOnlyItsOwnExecution(t *testing.T) {
 // 9b. Lease fencing: once the lease is lost, the old worker starts no further
 // request, retries included.
 func TestLostLeaseStopsFurtherSends(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 3)
+	testLostLeaseStopsFurtherSends(t, onPostgres)
+}
+
+func testLostLeaseStopsFurtherSends(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 3)
 	r := s.approve()
 	s.arm(sim.Fault5xxBeforeCommit) // the first send fails ambiguously; the client will want to resend
 	a := s.worker("worker-a")
@@ -393,7 +450,11 @@ func TestLostLeaseStopsFurtherSends(t *testing.T) {
 // 10. The key is identical on every resend within an attempt, client retries
 // included.
 func TestKeyIdenticalOnEveryResend(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 3)
+	testKeyIdenticalOnEveryResend(t, onPostgres)
+}
+
+func testKeyIdenticalOnEveryResend(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 3)
 	r := s.approve()
 	s.arm(sim.FaultLoseResponseAfterCommit)
 	a := s.worker("worker-a")
@@ -418,7 +479,11 @@ func TestKeyIdenticalOnEveryResend(t *testing.T) {
 // 11. Reconciliation that proves NotApplied allows attempt 2 only with a new
 // decision; with facts changed against it, no capability and no request.
 func TestNotAppliedThenNewDecision(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 1)
+	testNotAppliedThenNewDecision(t, onPostgres)
+}
+
+func testNotAppliedThenNewDecision(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultDropConnectionBeforeRead) // bytes written, no answer: Unknown
 	a := s.worker("worker-a")
@@ -452,9 +517,13 @@ func TestNotAppliedThenNewDecision(t *testing.T) {
 
 // 12. Store unreachable at claim time: no request reaches the provider.
 func TestStoreUnreachableNoRequest(t *testing.T) {
-	s := newScenario(t, domain.StripeV1, 1)
+	testStoreUnreachableNoRequest(t, onPostgres)
+}
+
+func testStoreUnreachableNoRequest(t *testing.T, on backend) {
+	s := newScenarioOn(t, on, domain.StripeV1, 1)
 	r := s.approve()
-	dead := deadStore(t)
+	dead := on.dead(t)
 	h, err := ledger.New(ledger.Config{Store: dead, Clock: s.w.Clock, MaxAppendRetries: 1, AppendRetryBackoff: time.Millisecond})
 	require.NoError(t, err)
 	wk, err := worker.New(worker.Config{ID: "worker-a", Ledger: h, Provider: s.w.Provider, Clock: s.w.Clock, After: s.w.WorkerTimers.After})
