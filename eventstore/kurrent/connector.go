@@ -59,7 +59,7 @@ func newConnector(life context.Context, newClient func() (*esdb.Client, error), 
 // failure if it fails.
 func (c *connector) acquire(ctx context.Context) (*client, error) {
 	c.mu.Lock()
-	if cl, err, ok := c.shareLocked(); ok {
+	if cl, ok, err := c.shareLocked(); ok {
 		c.mu.Unlock()
 		return cl, err
 	}
@@ -77,27 +77,27 @@ func (c *connector) acquire(ctx context.Context) (*client, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cl, err, ok := c.shareLocked(); ok {
+	if cl, ok, err := c.shareLocked(); ok {
 		return cl, err
 	}
 	if c.lastErr != nil {
 		return nil, c.lastErr
 	}
 	// The probed client was retired by another call before this one got it.
-	return nil, fmt.Errorf("connection lost right after connecting: %w", errConnectTimeout)
+	return nil, errConnectionLost
 }
 
 // shareLocked hands out the shared client, or reports a closed connector;
 // ok is false when there is neither.
-func (c *connector) shareLocked() (*client, error, bool) {
+func (c *connector) shareLocked() (cl *client, ok bool, err error) {
 	switch {
 	case c.closed:
-		return nil, errClosed, true
+		return nil, true, errClosed
 	case c.current != nil:
 		c.current.inflight++
-		return c.current, nil, true
+		return c.current, true, nil
 	}
-	return nil, nil, false
+	return nil, false, nil
 }
 
 // runProbe makes and probes a client, shares it if the probe succeeded,

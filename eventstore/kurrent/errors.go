@@ -26,6 +26,10 @@ var errCallTimeout = errors.New("no answer within the call timeout")
 // Config.ConnectTimeout.
 var errConnectTimeout = errors.New("no connection within the connect timeout")
 
+// errConnectionLost is the failure of a call whose freshly probed client
+// was retired (its connection failed) before the call could use it.
+var errConnectionLost = errors.New("connection lost right after connecting")
+
 // errClosed is the failure of a call on a closed store.
 var errClosed = errors.New("store closed")
 
@@ -67,7 +71,7 @@ func interpretError(op string, err error) error {
 // outcome of the call is unknown and the client that made it may be broken.
 func isConnectionFailure(err error) bool {
 	switch {
-	case errors.Is(err, errCallTimeout), errors.Is(err, errConnectTimeout):
+	case errors.Is(err, errCallTimeout), errors.Is(err, errConnectTimeout), errors.Is(err, errConnectionLost):
 		return true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return true

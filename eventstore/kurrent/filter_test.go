@@ -1,10 +1,12 @@
 package kurrent_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"opledger/domain"
 	"opledger/eventstore"
 	"opledger/eventstore/kurrent"
 	"opledger/eventstore/kurrent/kurrenttest"
@@ -19,7 +21,8 @@ func TestGlobalLogHoldsOnlyTheStoresStreams(t *testing.T) {
 	t.Parallel()
 	srv := kurrenttest.Start(t) // it also holds the system events a fresh node writes
 	s := openStore(t, kurrent.Config{URL: srv.DirectURL()})
-	require.Equal(t, []string{"operation-", "evidence-"}, kurrent.DefaultStreamPrefixes())
+	require.Equal(t, []string{domain.OperationStreamPrefix, "evidence-"}, kurrent.DefaultStreamPrefixes())
+	require.True(t, strings.HasPrefix(domain.EvidenceStream, "evidence-"), "the evidence stream is in the default categories")
 	foreign := func() {
 		srv.AppendRaw("$$operation-OP-1", "$metadata", []byte(`{"$maxAge":60}`))   // stream metadata
 		srv.AppendRaw("orders-1", "OrderPlaced", []byte(`{}`))                     // another category
