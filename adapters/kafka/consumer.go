@@ -28,7 +28,8 @@ type ConsumerConfig struct {
 	// DeadLetters writes to DeadLetterTopic (default: a Publisher on
 	// Brokers, closed with the Consumer).
 	DeadLetters transport.Publisher
-	// Group timing (defaults 3s, 30s, 30s, 2s), as kafka-go defines them.
+	// Group timing (defaults 3s, 30s, 60s, 2s), as kafka-go defines them.
+	// RebalanceTimeout should exceed DrainTimeout.
 	HeartbeatInterval, SessionTimeout, RebalanceTimeout, JoinGroupBackoff time.Duration
 	// MaxWait bounds how long a partition reader's fetch waits for data
 	// (default 500ms); stopping a reader waits up to this long.
@@ -60,7 +61,9 @@ func (c *ConsumerConfig) setDefaults() {
 	c.DeadLetterTopic = cmp.Or(c.DeadLetterTopic, transport.TopicDeadLetters)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 3*time.Second)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, 30*time.Second)
-	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, 30*time.Second)
+	// a member draining its message in flight (up to DrainTimeout) must
+	// still rejoin within the rebalance timeout
+	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, 60*time.Second)
 	c.JoinGroupBackoff = cmp.Or(c.JoinGroupBackoff, 2*time.Second)
 	c.MaxWait = cmp.Or(c.MaxWait, 500*time.Millisecond)
 	c.MaxBytes = cmp.Or(c.MaxBytes, 1<<20)

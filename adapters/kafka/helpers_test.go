@@ -22,7 +22,7 @@ const partitions = 4
 
 // cluster starts an in-process Kafka (kfake, over TCP on loopback) with the
 // transport's topics, and returns its broker addresses.
-func cluster(t *testing.T) (*kfake.Cluster, []string) {
+func cluster(t testing.TB) (*kfake.Cluster, []string) {
 	t.Helper()
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
@@ -35,7 +35,7 @@ func cluster(t *testing.T) (*kfake.Cluster, []string) {
 	return c, c.ListenAddrs()
 }
 
-func publisher(t *testing.T, brokers []string) *kafka.Publisher {
+func publisher(t testing.TB, brokers []string) *kafka.Publisher {
 	t.Helper()
 	p, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers})
 	require.NoError(t, err)
@@ -107,13 +107,13 @@ func header(m kafkago.Message, name string) string {
 	return ""
 }
 
-// partitionOf is the partition the publisher's hash balancer gives key.
+// partitionOf is the partition the publisher's balancer (murmur2) gives key.
 func partitionOf(key string) int {
 	ps := make([]int, partitions)
 	for i := range ps {
 		ps[i] = i
 	}
-	return (&kafkago.Hash{}).Balance(kafkago.Message{Key: []byte(key)}, ps...)
+	return kafkago.Murmur2Balancer{}.Balance(kafkago.Message{Key: []byte(key)}, ps...)
 }
 
 func status(s domain.ClaimStatus) func(transporttest.Record) bool {

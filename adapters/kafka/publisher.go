@@ -46,7 +46,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	}
 	w := &kafkago.Writer{
 		Addr:                   kafkago.TCP(cfg.Brokers...),
-		Balancer:               &kafkago.Hash{},
+		Balancer:               kafkago.Murmur2Balancer{}, // the Java clients' default: same key, same partition, whoever publishes
 		RequiredAcks:           kafkago.RequireAll,
 		BatchTimeout:           cmp.Or(cfg.BatchTimeout, 5*time.Millisecond),
 		MaxAttempts:            cmp.Or(cfg.MaxAttempts, 10),

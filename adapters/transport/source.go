@@ -18,10 +18,11 @@ import (
 //     calls it concurrently only across units, never more than its
 //     configured bound at once.
 //   - It acknowledges a message (commits the offset, marks the row) only
-//     after handle returned Ack, or after it durably moved the message to
-//     the dead-letter queue when handle returned DeadLetter. On Retry, or
-//     when it cannot acknowledge, the message is offered again (at least
-//     once: the ledger's inbox absorbs the copies).
+//     after handle returned ActionAck, or after it durably moved the
+//     message to the dead-letter queue when handle returned
+//     ActionDeadLetter. On ActionRetry, or when it cannot acknowledge, the
+//     message is offered again (at least once: the ledger's inbox absorbs
+//     the copies).
 //   - Bad input never stops it: dead letters are acknowledged and the next
 //     message is handled.
 //   - Consume returns when ctx ends (ctx.Err()), after letting the messages
