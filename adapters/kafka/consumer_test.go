@@ -2,12 +2,14 @@ package kafka_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"opledger/adapters/provider/sim"
 	"opledger/adapters/transport"
 	"opledger/adapters/transport/transporttest"
 	"opledger/domain"
@@ -163,4 +165,57 @@ func TestRelayCrashAfterPublishIsAbsorbed(t *testing.T) {
 	require.Equal(t, header(msgs[0], transport.HeaderMessageID), header(msgs[1], transport.HeaderMessageID))
 	require.Len(t, rig.Find(status(domain.StatusClaimed)), 1)
 	once(t, rig, "OP-1")
+}
+
+// A slow provider call holds up only its own partition: while one
+// operation's response is held, the other partitions' refunds complete, and
+// the message behind it in its partition waits its turn (order per
+// partition); one message per partition is in flight.
+func TestSlowProviderCallBlocksOnlyItsPartition(t *testing.T) {
+	t.Parallel()
+	_, brokers := cluster(t)
+	rig := transporttest.New(t)
+	// OP-SLOW and OP-NEXT share a partition; one operation on every other.
+	slow, next := domain.OperationID("OP-SLOW"), domain.OperationID("")
+	others := map[int]domain.OperationID{}
+	for i := 0; next == "" || len(others) < partitions-1; i++ {
+		require.Less(t, i, 10_000)
+		op := domain.OperationID(fmt.Sprintf("OP-%d", i))
+		switch p := partitionOf(string(op)); {
+		case p == partitionOf(string(slow)):
+			if next == "" {
+				next = op
+			}
+		case others[p] == "":
+			others[p] = op
+		}
+	}
+	require.NoError(t, rig.World.Sim.Arm(sim.Fault{Kind: sim.FaultHoldResponse, OperationID: string(slow)}))
+	rig.Approve(slow)
+	rig.Approve(next)
+	for _, op := range others {
+		rig.Approve(op)
+	}
+	rig.Go("relay", rig.Relay("refund-requests", publisher(t, brokers), transport.SelectRefundRequests, nil).Run)
+	consume(rig, brokers, "w1")
+
+	select {
+	case <-rig.World.Sim.Held():
+	case <-t.Context().Done():
+		t.Fatal("the slow call never reached the provider")
+	}
+	rig.WaitRecords("the other partitions", len(others), func(r transporttest.Record) bool {
+		return status(domain.StatusClaimed)(r) && r.OperationID != slow && r.OperationID != next
+	})
+	require.Empty(t, rig.Find(func(r transporttest.Record) bool { return r.OperationID == next || r.OperationID == slow }),
+		"the slow partition is still on its first message")
+	require.Zero(t, rig.Counters(next).RequestsReceived)
+
+	rig.World.Sim.Release()
+	rig.WaitRecords("the slow partition", 2, func(r transporttest.Record) bool {
+		return status(domain.StatusClaimed)(r) && (r.OperationID == next || r.OperationID == slow)
+	})
+	for _, op := range append([]domain.OperationID{slow, next}, slices.Collect(maps.Values(others))...) {
+		once(t, rig, op)
+	}
 }
