@@ -27,24 +27,16 @@ type Summary struct {
 	FinalState         string `json:"final_state"`
 }
 
-// Deliver hands a delivery to a worker. The story calls it for every message,
-// so a caller can route deliveries through a real transport instead.
-type Deliver func(ctx context.Context, wk *worker.Worker, d worker.Delivery) (worker.Result, error)
-
-// DirectDeliver calls the worker in process.
-func DirectDeliver(ctx context.Context, wk *worker.Worker, d worker.Delivery) (worker.Result, error) {
-	return wk.Handle(ctx, d)
-}
-
 // RunStory plays the seed's Thursday and Friday on w, writing one line per
-// step to out as it happens, and returns the summary. w must have an
-// in-process simulator and a fresh store; the clock is moved to each step.
-func RunStory(ctx context.Context, w *World, out io.Writer, deliver Deliver) (Summary, error) {
+// step to out as it happens, and returns the summary. Messages travel by
+// courier (nil: DirectCourier). w must have an in-process simulator and a
+// fresh store; the clock is moved to each step.
+func RunStory(ctx context.Context, w *World, out io.Writer, courier Courier) (Summary, error) {
 	if w.Sim == nil {
 		return Summary{}, errors.New("story: needs the in-process simulator")
 	}
-	if deliver == nil {
-		deliver = DirectDeliver
+	if courier == nil {
+		courier = DirectCourier{}
 	}
 	day := w.Clock.Now().Truncate(24 * time.Hour)
 	at := func(d time.Duration) { w.Clock.Advance(day.Add(d).Sub(w.Clock.Now())) }
@@ -74,12 +66,15 @@ func RunStory(ctx context.Context, w *World, out io.Writer, deliver Deliver) (Su
 	if err != nil {
 		return sum, err
 	}
-	resA, err := deliver(ctx, a, r.Delivery("MSG-55A"))
+	resA, err := courier.Carry(ctx, a, r, StepFirst, false)
 	if err != nil {
 		return sum, fmt.Errorf("story: worker A: %w", err)
 	}
-	line("worker A receives MSG-55A: %s execution %s (lease epoch 1), sends POST /v1/refunds with key %s",
-		resA.Claim.Status, resA.Claim.ExecutionID, resA.Claim.Claimed.IdempotencyKey)
+	if resA.Claim.Claimed == nil {
+		return sum, fmt.Errorf("story: worker A's claim was %s (%s)", resA.Claim.Status, resA.Claim.Reason)
+	}
+	line("worker A receives %s: %s execution %s (lease epoch 1), sends POST /v1/refunds with key %s",
+		resA.Claim.Claimed.MessageID, resA.Claim.Status, resA.Claim.ExecutionID, resA.Claim.Claimed.IdempotencyKey)
 	line("the provider created the refund; the response is lost (%s) and worker A's process is recycled before it records anything", resA.Outcome)
 
 	at(hms(14, 2, 44))
@@ -87,15 +82,15 @@ func RunStory(ctx context.Context, w *World, out io.Writer, deliver Deliver) (Su
 	if err != nil {
 		return sum, err
 	}
-	resB, err := deliver(ctx, b, r.Delivery("MSG-55A"))
+	resB, err := courier.Carry(ctx, b, r, StepRedelivery, true)
 	if err != nil {
 		return sum, fmt.Errorf("story: worker B: %w", err)
 	}
 	if resB.Claim.Status == domain.StatusDuplicateDelivery {
 		sum.DuplicatesRecorded++
 	}
-	line("the queue redelivers MSG-55A to worker B: %s (%s), execution still %s; recorded, nothing executed",
-		resB.Claim.Status, resB.Claim.Reason, resB.Claim.ExecutionState)
+	line("the queue redelivers %s to worker B: %s (%s), execution still %s; recorded, nothing executed",
+		resA.Claim.Claimed.MessageID, resB.Claim.Status, resB.Claim.Reason, resB.Claim.ExecutionState)
 
 	at(hms(14, 3, 40))
 	lapsed, err := untilSome(ctx, func() (int, error) { return w.Sweeper.SweepOnce(ctx) })
@@ -126,15 +121,15 @@ func RunStory(ctx context.Context, w *World, out io.Writer, deliver Deliver) (Su
 	if err != nil {
 		return sum, err
 	}
-	resC, err := deliver(ctx, c, r.Delivery("MSG-9F1"))
+	resC, err := courier.Carry(ctx, c, r, StepResubmission, true)
 	if err != nil {
 		return sum, fmt.Errorf("story: friday: %w", err)
 	}
 	if resC.Claim.Status == domain.StatusAlreadyConsumed {
 		sum.ReplaysRejected++
 	}
-	line("Friday: 'resubmit all' sends a copy of MSG-55A as MSG-9F1 naming %s: %s (%s), replay suspected %t, execution attempted %t",
-		r.Capability, resC.Claim.Status, resC.Claim.Reason, resC.Claim.ReplaySuspected, resC.Executed)
+	line("Friday: 'resubmit all' sends a copy of %s under a new message id, naming %s: %s (%s), replay suspected %t, execution attempted %t",
+		resA.Claim.Claimed.MessageID, r.Capability, resC.Claim.Status, resC.Claim.Reason, resC.Claim.ReplaySuspected, resC.Executed)
 
 	l := w.Sim.Ledger().ByOperation[string(op)]
 	sum.RefundsCreated, sum.ProviderRequests = l.RefundsCreated, l.RequestsReceived

@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"opledger/adapters/harness"
 	"opledger/domain/audit"
+	"opledger/domain/recovery"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"
 	"opledger/eventstore/postgres"
@@ -20,28 +25,33 @@ func init() {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("demo", "[--database-url URL] [--memory]", stderr)
+	fs := flags("demo", "[--database-url URL] [--memory] [--keep]", stderr)
 	db := dbFlags(fs)
-	inMemory := fs.Bool("memory", false, "use the in-memory event store even when Postgres is reachable")
+	inMemory := fs.Bool("memory", false, "use the in-memory event store even when PostgreSQL is available")
+	keep := fs.Bool("keep", false, "keep the demo's schemas for inspection (default: drop them at the end)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	store, where, cleanup := demoStore(ctx, db, *inMemory, stderr)
-	defer cleanup()
-	fmt.Fprintf(stdout, "opledger demo: event store %s\n\n", where)
+	log := newQuietLogger(stderr)
+	env, err := openDemoEnv(ctx, db, *inMemory, *keep, stdout, log)
+	if err != nil {
+		return fail(stderr, "demo", err)
+	}
+	defer env.close()
 
-	w, err := harness.New(harness.Options{Store: store, ClientAttempts: 1, Logger: newQuietLogger(stderr)})
+	w, err := harness.New(harness.Options{Store: env.store, ClientAttempts: 1, Logger: log, Index: env.index()})
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
 	defer w.Close()
-	sum, err := harness.RunStory(ctx, w, stdout, nil)
+	fmt.Fprintln(stdout, "== the story, as it happens")
+	sum, err := harness.RunStory(ctx, w, stdout, env.courier())
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
 
 	fmt.Fprintln(stdout, "\n== audit replay "+string(harness.StoryOperation)+" (straight from its stream)")
-	rows, err := audit.Replay(ctx, store, harness.StoryOperation)
+	rows, err := audit.Replay(ctx, env.store, harness.StoryOperation)
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
@@ -49,14 +59,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "demo", err)
 	}
 	fmt.Fprintln(stdout, "\n== audit verify (every invariant over the whole log)")
-	report, err := audit.Verify(ctx, store, audit.VerifyOptions{})
+	report, err := audit.Verify(ctx, env.store, audit.VerifyOptions{})
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
 	if err := report.WriteText(stdout); err != nil {
 		return fail(stderr, "demo", err)
 	}
-	result := demoResult{Summary: sum, Invariants: "ok"}
+	result := demoResult{Summary: sum, Invariants: "ok", Store: env.kind}
 	if !report.OK() {
 		var b strings.Builder
 		_ = report.WriteText(&b)
@@ -75,24 +85,120 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type demoResult struct {
 	harness.Summary
 	Invariants string `json:"invariants"`
+	Store      string `json:"store"`
 }
 
-// demoStore opens Postgres in a schema of the demo's own when it is
-// reachable, and otherwise says so and falls back to memory.
-func demoStore(ctx context.Context, db *dbConfig, inMemory bool, stderr io.Writer) (eventstore.Store, string, func()) {
-	if !inMemory {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		pool, err := db.pool(pctx)
+// demoEnv is where the demo runs: PostgreSQL with serve's roles (projector,
+// relay, Postgres-only transport), or the in-memory store.
+type demoEnv struct {
+	kind    string
+	store   eventstore.Store
+	stack   *harness.Stack
+	closers []func()
+}
+
+// index is where the sweeper and reconciler find candidates: the read
+// models on PostgreSQL, nil (the harness's in-memory log index) otherwise.
+func (e *demoEnv) index() recovery.Index {
+	if e.stack == nil {
+		return nil
+	}
+	return e.stack.Index
+}
+
+func (e *demoEnv) courier() harness.Courier {
+	if e.stack == nil {
+		return harness.DirectCourier{}
+	}
+	return e.stack.Courier
+}
+
+func (e *demoEnv) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+}
+
+// openDemoEnv tries DATABASE_URL (or the default local server), then a
+// private cluster from the system's PostgreSQL binaries, then memory; it
+// says what it tried.
+func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, stdout io.Writer, log *slog.Logger) (*demoEnv, error) {
+	if inMemory {
+		fmt.Fprintln(stdout, "opledger demo: in-memory event store (asked for); projections and the transport are skipped")
+		return &demoEnv{kind: "memory", store: memory.New(nil)}, nil
+	}
+	var tried []string
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	pool, err := db.pool(pctx)
+	cancel()
+	if err == nil {
+		env, err := postgresDemoEnv(ctx, pool, postgres.RedactURL(db.url), keep, stdout, log)
 		if err == nil {
-			schema := fmt.Sprintf("opledger_demo_%d", time.Now().Unix())
-			if _, err = postgres.Migrate(pctx, pool, schema); err == nil {
-				s, _ := postgres.New(pool, schema)
-				return s, fmt.Sprintf("PostgreSQL %s, schema %s (kept for inspection)", postgres.RedactURL(db.url), schema), pool.Close
+			return env, nil
+		}
+		pool.Close()
+		tried = append(tried, fmt.Sprintf("%s: %v", postgres.RedactURL(db.url), err))
+	} else {
+		tried = append(tried, fmt.Sprintf("%s: %v", postgres.RedactURL(db.url), err))
+	}
+	cluster, err := startPrivateCluster(ctx)
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		pool, err = pgxpool.New(pctx, cluster.url)
+		if err == nil {
+			err = pool.Ping(pctx)
+		}
+		cancel()
+		if err == nil {
+			env, err := postgresDemoEnv(ctx, pool, "a private cluster in "+cluster.dir+" (removed at the end)", true, stdout, log)
+			if err == nil {
+				env.closers = append([]func(){cluster.stop}, env.closers...)
+				return env, nil
 			}
+		}
+		if pool != nil {
 			pool.Close()
 		}
-		fmt.Fprintf(stderr, "opledger demo: PostgreSQL at %s not usable (%v); running on the in-memory store\n", postgres.RedactURL(db.url), err)
+		cluster.stop()
 	}
-	return memory.New(nil), "in memory (nothing is kept)", func() {}
+	tried = append(tried, fmt.Sprintf("a private cluster from the system's PostgreSQL binaries: %v", err))
+	fmt.Fprintf(stdout, "opledger demo: no PostgreSQL could be used; tried:\n  - %s\nRunning the same story on the in-memory event store: projections and the transport are skipped.\n",
+		strings.Join(tried, "\n  - "))
+	return &demoEnv{kind: "memory", store: memory.New(nil)}, nil
+}
+
+func postgresDemoEnv(ctx context.Context, pool *pgxpool.Pool, where string, keep bool, stdout io.Writer, log *slog.Logger) (*demoEnv, error) {
+	base := fmt.Sprintf("opledger_demo_%d_%d", time.Now().Unix(), os.Getpid())
+	es, rm, tr := base+"_store", base, base+"_transport"
+	if _, err := postgres.Migrate(ctx, pool, es); err != nil {
+		return nil, err
+	}
+	store, err := postgres.New(pool, es)
+	if err != nil {
+		return nil, err
+	}
+	env := &demoEnv{kind: "postgres", store: store, closers: []func(){pool.Close}}
+	if !keep {
+		env.closers = append(env.closers, func() {
+			_, _ = pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE; DROP SCHEMA IF EXISTS %s CASCADE; DROP SCHEMA IF EXISTS %s CASCADE", es, rm, tr))
+		})
+	}
+	stack, err := harness.StartPostgresStack(ctx, pool, store, rm, tr, log)
+	if err != nil {
+		env.close()
+		return nil, err
+	}
+	env.stack = stack
+	env.closers = append(env.closers, func() { _ = stack.Stop() })
+	kept := "dropped at the end (--keep keeps them)"
+	switch {
+	case strings.HasPrefix(where, "a private cluster"):
+		kept = "gone with the cluster"
+	case keep:
+		kept = "kept for inspection"
+	}
+	fmt.Fprintf(stdout, "opledger demo: PostgreSQL at %s; event store %s, read models %s, transport %s (%s)\n"+
+		"  serve's roles run here: the projector, the relay into the Postgres-only transport, the sweeper and reconciler on the read models\n\n",
+		where, es, rm, tr, kept)
+	return env, nil
 }
