@@ -1,6 +1,7 @@
 package kurrent
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
@@ -100,4 +101,26 @@ func TestWrongVersionMessageOfThePinnedClient(t *testing.T) {
 	require.True(t, ok, "%v", err)
 	require.Equal(t, int64(1), got)
 	require.ErrorIs(t, interpretError("append s", err), eventstore.ErrWrongExpectedVersion)
+}
+
+// TestWrongVersionFallsBackToReadingTheStream: should the client's message
+// ever change form, the actual version is read from the stream.
+func TestWrongVersionFallsBackToReadingTheStream(t *testing.T) {
+	srv := kurrenttest.Start(t)
+	s, err := Open(t.Context(), Config{URL: srv.DirectURL(), StreamPrefixes: []string{"s-"}})
+	require.NoError(t, err)
+	defer s.Close()
+	events := []eventstore.EventData{
+		{ID: uuid.NewString(), Type: "T"}, {ID: uuid.NewString(), Type: "T"}, {ID: uuid.NewString(), Type: "T"},
+	}
+	_, err = s.Append(t.Context(), "s-1", eventstore.NoStream(), events)
+	require.NoError(t, err)
+
+	for stream, want := range map[string]int64{"s-1": 2, "s-missing": eventstore.NoStreamVersion} {
+		err := s.wrongVersion(t.Context(), stream, eventstore.Exact(0), errors.New("a message of another form"))
+		var wev *eventstore.WrongExpectedVersionError
+		require.ErrorAs(t, err, &wev, stream)
+		require.Equal(t, want, wev.Actual, stream)
+		require.Equal(t, stream, wev.Stream)
+	}
 }
