@@ -20,10 +20,12 @@ type Position struct {
 	Prepare uint64
 }
 
-// String renders the position as "commit/prepare", e.g. "1843/1843".
-// ParsePosition reads it back.
+// String renders the position as KurrentDB does, "C:commit/P:prepare",
+// e.g. "C:1843/P:1843". ParsePosition reads it back. The letters keep a
+// checkpoint of another backend (Postgres writes "741/12") from parsing as
+// a KurrentDB position when a deployment switches stores.
 func (p Position) String() string {
-	return strconv.FormatUint(p.Commit, 10) + "/" + strconv.FormatUint(p.Prepare, 10)
+	return "C:" + strconv.FormatUint(p.Commit, 10) + "/P:" + strconv.FormatUint(p.Prepare, 10)
 }
 
 // Compare implements eventstore.Position. A nil other is the start of the
@@ -42,12 +44,14 @@ func (p Position) Compare(other eventstore.Position) int {
 }
 
 // ParsePosition decodes text produced by Position.String. Anything else,
-// including non-canonical spellings such as "+1/2" or "01/2", is refused
-// with an error wrapping eventstore.ErrInvalidPosition.
+// including non-canonical spellings such as "C:+1/P:2" or "C:01/P:2" and
+// other backends' positions, is refused with an error wrapping
+// eventstore.ErrInvalidPosition.
 func ParsePosition(text string) (Position, error) {
-	commitText, prepareText, ok := strings.Cut(text, "/")
-	if !ok {
-		return Position{}, fmt.Errorf("%w: %q: want commit/prepare", eventstore.ErrInvalidPosition, text)
+	commitText, prepareText, ok := strings.Cut(text, "/P:")
+	commitText, okC := strings.CutPrefix(commitText, "C:")
+	if !ok || !okC {
+		return Position{}, fmt.Errorf("%w: %q: want C:commit/P:prepare", eventstore.ErrInvalidPosition, text)
 	}
 	commit, err := strconv.ParseUint(commitText, 10, 64)
 	if err != nil {

@@ -15,9 +15,13 @@ func TestPositionStringAndParse(t *testing.T) {
 		require.NoError(t, err, p.String())
 		require.Equal(t, p, got)
 	}
-	require.Equal(t, "1843/1842", kurrent.Position{Commit: 1843, Prepare: 1842}.String())
+	require.Equal(t, "C:1843/P:1842", kurrent.Position{Commit: 1843, Prepare: 1842}.String())
 
-	for _, text := range []string{"", "1843", "1843/", "/1843", "-1/2", "1/-2", "+1/2", "01/2", "1/02", " 1/2", "1/2 ", "1/2/3", "a/b", "18446744073709551616/1"} {
+	for _, text := range []string{
+		"", "1843", "C:1843", "C:1843/P:", "C:/P:1843", "C:-1/P:2", "C:1/P:-2", "C:+1/P:2", "C:01/P:2", "C:1/P:02",
+		" C:1/P:2", "C:1/P:2 ", "c:1/p:2", "C:1/P:2/P:3", "C:a/P:b", "C:18446744073709551616/P:1",
+		"741/12", // a Postgres checkpoint
+	} {
 		_, err := kurrent.ParsePosition(text)
 		require.ErrorIs(t, err, eventstore.ErrInvalidPosition, "ParsePosition(%q)", text)
 	}
