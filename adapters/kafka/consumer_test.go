@@ -1,9 +1,11 @@
 package kafka_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,6 +15,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/adapters/transport/transporttest"
 	"opledger/domain"
+	"opledger/eventstore"
 )
 
 // The relay publishes a request per capability; a consumer handles them and
@@ -218,4 +221,58 @@ func TestSlowProviderCallBlocksOnlyItsPartition(t *testing.T) {
 	for _, op := range append([]domain.OperationID{slow, next}, slices.Collect(maps.Values(others))...) {
 		once(t, rig, op)
 	}
+}
+
+// The offset is committed only after the ledger recorded the result: a
+// message whose result could not be recorded (Retry) is handled again in
+// place, and the broker sees a commit only after the recorded attempt.
+func TestCommitOnlyAfterTheResultIsRecorded(t *testing.T) {
+	t.Parallel()
+	c, brokers := cluster(t)
+	rig := transporttest.New(t)
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	note := func(s string) {
+		mu.Lock()
+		events = append(events, s)
+		mu.Unlock()
+	}
+	c.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, tp := range req.(*kmsg.OffsetCommitRequest).Topics {
+			for _, p := range tp.Partitions {
+				note(fmt.Sprintf("commit %s/%d@%d", tp.Topic, p.Partition, p.Offset))
+			}
+		}
+		return nil, nil, false // observe only: the broker handles it
+	})
+	rig.Go("relay", rig.Relay("refund-requests", publisher(t, brokers), transport.SelectRefundRequests, nil).Run)
+	rig.Approve("OP-1")
+	dispatch := rig.Handler("w1")
+	retried := false
+	handle := func(ctx context.Context, in transport.Inbound) transport.Disposition {
+		if !retried { // the store is down for the first attempt: nothing recorded
+			retried = true
+			note("retry")
+			return transport.Disposition{Action: transport.ActionRetry, Err: eventstore.ErrUnavailable}
+		}
+		d := dispatch(ctx, in)
+		note("recorded " + string(d.Result.Claim.Status))
+		return d
+	}
+	member := consumer(t, brokers, "w1")
+	rig.Go("consumer", func(ctx context.Context) error { return member.Consume(ctx, handle) })
+	claimed := rig.WaitRecords("the claim", 1, status(domain.StatusClaimed))
+	want := []string{"retry", "recorded Claimed", fmt.Sprintf("commit %s/%d@1", transport.TopicRefundRequests, claimed[0].Origin.Partition)}
+	rig.Poll("the commit", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(events) >= len(want)
+	})
+	mu.Lock()
+	require.Equal(t, want, events)
+	mu.Unlock()
+	once(t, rig, "OP-1")
 }
