@@ -55,6 +55,12 @@ const (
 	ReasonCapabilityAlreadyRevoked   Reason = "capability.already-revoked"
 	ReasonCapabilityRevokeAfterUse   Reason = "capability.consumed-cannot-revoke"
 	ReasonOperationAttemptInProgress Reason = "operation.attempt-open"
+	// ReasonDeliveryMalformed: a transport message that cannot be decoded,
+	// lacks an identifier or carries a malformed one (dead-lettered).
+	ReasonDeliveryMalformed Reason = "delivery.malformed"
+	// ReasonDeliveryAttemptsExhausted: a message handed out too often without
+	// being settled (dead-lettered by the Postgres queue).
+	ReasonDeliveryAttemptsExhausted Reason = "delivery.attempts-exhausted"
 )
 
 // Refusal is a command the model declined, with a stable reason. Whether the

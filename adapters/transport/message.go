@@ -46,11 +46,11 @@ const (
 const (
 	// ReasonDeliveryMalformed: the message cannot be decoded, lacks an
 	// identifier, or carries one the ledger refuses as malformed.
-	ReasonDeliveryMalformed domain.Reason = "delivery.malformed"
+	ReasonDeliveryMalformed = domain.ReasonDeliveryMalformed
 	// ReasonDeliveryAttemptsExhausted: the Postgres queue handed the message
 	// out MaxAttempts times without an acknowledgement (a worker crashing on
 	// it, say).
-	ReasonDeliveryAttemptsExhausted domain.Reason = "delivery.attempts-exhausted"
+	ReasonDeliveryAttemptsExhausted = domain.ReasonDeliveryAttemptsExhausted
 )
 
 // MaxMessageBytes bounds a message value this package decodes; anything

@@ -32,22 +32,27 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintf(stdout, "event store schema %s: applied %v\n", db.storeSchema, nonNil(applied))
 	for _, m := range extraMigrations {
-		applied, err := m.migrate(ctx, pool, db)
+		schema := m.schema(db)
+		applied, err := m.migrate(ctx, pool, schema)
 		if err != nil {
 			return fail(stderr, "migrate", err)
 		}
-		fmt.Fprintf(stdout, "%s schema %s: applied %v\n", m.name, db.viewSchema, nonNil(applied))
+		fmt.Fprintf(stdout, "%s schema %s: applied %v\n", m.name, schema, nonNil(applied))
 	}
 	return 0
 }
 
-// extraMigrations are the further schemas migrate applies, in order.
-var extraMigrations = []struct {
+// extraMigration is a further schema migrate applies.
+type extraMigration struct {
 	name    string
-	migrate func(ctx context.Context, pool *pgxpool.Pool, db *dbConfig) ([]int, error)
-}{
-	{"read models", func(ctx context.Context, pool *pgxpool.Pool, db *dbConfig) ([]int, error) {
-		return projections.Migrate(ctx, pool, db.viewSchema)
+	schema  func(db *dbConfig) string
+	migrate func(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, error)
+}
+
+// extraMigrations are the further schemas migrate applies, in order.
+var extraMigrations = []extraMigration{
+	{"read models", func(db *dbConfig) string { return db.viewSchema }, func(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, error) {
+		return projections.Migrate(ctx, pool, schema)
 	}},
 }
 

@@ -26,14 +26,11 @@ func init() {
 	register("worker", "the worker role: take refund requests from Kafka or the Postgres queue and execute them", runWorker)
 	// `opledger migrate` also creates the transport's schema (relay
 	// checkpoints, the Postgres queue, resubmissions).
-	extraMigrations = append(extraMigrations, struct {
-		name    string
-		migrate func(ctx context.Context, pool *pgxpool.Pool, db *dbConfig) ([]int, error)
-	}{
-		// migrate prints "<name> schema <read-model schema>": say where these tables live.
-		name: "transport tables in " + transportSchemaDefault() + ", beside the read models'",
-		migrate: func(ctx context.Context, pool *pgxpool.Pool, _ *dbConfig) ([]int, error) {
-			return pgqueue.Migrate(ctx, pool, transportSchemaDefault())
+	extraMigrations = append(extraMigrations, extraMigration{
+		name:   "transport",
+		schema: func(*dbConfig) string { return transportSchemaDefault() },
+		migrate: func(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, error) {
+			return pgqueue.Migrate(ctx, pool, schema)
 		},
 	})
 }
