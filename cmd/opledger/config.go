@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/eventstore"
+	"opledger/eventstore/kurrent"
 	"opledger/eventstore/postgres"
 )
 
@@ -21,6 +22,8 @@ type dbConfig struct {
 	url         string
 	storeSchema string
 	viewSchema  string
+	storeKind   string // "postgres" or "kurrent"
+	kurrentURL  string
 }
 
 func dbFlags(fs *flag.FlagSet) *dbConfig {
@@ -28,6 +31,8 @@ func dbFlags(fs *flag.FlagSet) *dbConfig {
 	fs.StringVar(&c.url, "database-url", env("DATABASE_URL", defaultDatabaseURL), "PostgreSQL connection URL [DATABASE_URL]")
 	fs.StringVar(&c.storeSchema, "store-schema", env("OPLEDGER_STORE_SCHEMA", postgres.DefaultSchema), "schema of the event store tables [OPLEDGER_STORE_SCHEMA]")
 	fs.StringVar(&c.viewSchema, "schema", env("OPLEDGER_SCHEMA", "opledger"), "schema of the read models analysts query [OPLEDGER_SCHEMA]")
+	fs.StringVar(&c.storeKind, "store", env("OPLEDGER_STORE", "postgres"), "event store backend: postgres, or kurrent (KurrentDB at KURRENTDB_URL; read models stay in PostgreSQL) [OPLEDGER_STORE]")
+	fs.StringVar(&c.kurrentURL, "kurrentdb-url", env("KURRENTDB_URL", ""), "KurrentDB connection string, e.g. esdb://127.0.0.1:2113?tls=false [KURRENTDB_URL]")
 	return c
 }
 
@@ -55,16 +60,40 @@ func (c *dbConfig) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// store opens the event store on pool and refuses an outdated schema.
-func (c *dbConfig) store(ctx context.Context, pool *pgxpool.Pool) (*postgres.Store, error) {
-	s, err := postgres.New(pool, c.storeSchema)
-	if err != nil {
-		return nil, err
+// openedStore is an event store with what its owner needs beside the port.
+type openedStore struct {
+	eventstore.Store
+	// Check is the store's health for readiness: reachable, schema current.
+	Check func(ctx context.Context) error
+	// Release releases what opening it took (the pool is the caller's).
+	Release func()
+}
+
+// store opens the configured event store: PostgreSQL on pool (refusing an
+// outdated schema), or KurrentDB at kurrentURL.
+func (c *dbConfig) store(ctx context.Context, pool *pgxpool.Pool) (openedStore, error) {
+	switch c.storeKind {
+	case "postgres":
+		s, err := postgres.New(pool, c.storeSchema)
+		if err != nil {
+			return openedStore{}, err
+		}
+		if err := s.CheckSchema(ctx); err != nil {
+			return openedStore{}, fmt.Errorf("%w (run 'opledger migrate')", err)
+		}
+		return openedStore{Store: s, Check: s.CheckSchema, Release: func() {}}, nil
+	case "kurrent":
+		if c.kurrentURL == "" {
+			return openedStore{}, errors.New("--store kurrent needs KURRENTDB_URL or --kurrentdb-url")
+		}
+		s, err := kurrent.Open(ctx, kurrent.Config{URL: c.kurrentURL})
+		if err != nil {
+			return openedStore{}, fmt.Errorf("KurrentDB at %s: %w", kurrent.RedactURL(c.kurrentURL), err)
+		}
+		check := func(ctx context.Context) error { _, err := s.ReadAll(ctx, nil, 1); return err }
+		return openedStore{Store: s, Check: check, Release: s.Close}, nil
 	}
-	if err := s.CheckSchema(ctx); err != nil {
-		return nil, fmt.Errorf("%w (run 'opledger migrate')", err)
-	}
-	return s, nil
+	return openedStore{}, fmt.Errorf("OPLEDGER_STORE / --store %q: want postgres or kurrent", c.storeKind)
 }
 
 // openEventStore opens the event store the settings name and checks its
@@ -79,5 +108,5 @@ func openEventStore(ctx context.Context, c *dbConfig) (eventstore.Store, func(),
 		pool.Close()
 		return nil, nil, err
 	}
-	return s, pool.Close, nil
+	return s.Store, func() { s.Release(); pool.Close() }, nil
 }

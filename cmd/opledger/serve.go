@@ -147,10 +147,12 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 		return err
 	}
 	defer pool.Close()
-	store, err := db.store(ctx, pool)
+	opened, err := db.store(ctx, pool)
 	if err != nil {
 		return err
 	}
+	defer opened.Release()
+	store := opened.Store
 	if err := projections.CheckSchema(ctx, pool, db.viewSchema); err != nil {
 		return fmt.Errorf("%w (run 'opledger migrate')", err)
 	}
@@ -179,7 +181,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	api, err := httpapi.New(httpapi.Config{
 		Ledger: lg, Signer: signer, Tokens: tokens, ReadModels: pool, Schema: db.viewSchema, Profile: s.profile,
 		TestClock: offset, Metrics: metrics, Logger: log, ProjectionLag: projector.Lag,
-		Ready: readiness(pool, store, projector, s.disabled["projector"]),
+		Ready: readiness(pool, opened.Check, projector, s.disabled["projector"]),
 	})
 	if err != nil {
 		return err
@@ -204,7 +206,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	srv := httpapi.NewHTTPServer(s.listen, api, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.ListenAndServe() }()
-	log.Info("opledger serving", "listen", s.listen, "read_models", db.viewSchema, "store_schema", db.storeSchema,
+	log.Info("opledger serving", "listen", s.listen, "read_models", db.viewSchema, "store", db.storeKind, "store_schema", db.storeSchema,
 		"provider_profile", s.profile.Name, "transport", transportName(s.brokers), "roles", enabledRoles(s.disabled),
 		"signing_key", signer.KeyID())
 
@@ -244,15 +246,13 @@ func servingSigner(s serveSettings, log *slog.Logger) (*captoken.Signer, error) 
 
 // readiness is /readyz: the database answers, the event store's schema is
 // current, and the projector (when it runs here) is not stalled.
-func readiness(pool *pgxpool.Pool, store interface {
-	CheckSchema(context.Context) error
-}, p *projections.Projector, projectorOff bool) func(context.Context) error {
+func readiness(pool *pgxpool.Pool, storeCheck func(context.Context) error, p *projections.Projector, projectorOff bool) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if err := pool.Ping(ctx); err != nil {
 			return fmt.Errorf("database: %w", err)
 		}
-		if err := store.CheckSchema(ctx); err != nil {
-			return err
+		if err := storeCheck(ctx); err != nil {
+			return fmt.Errorf("event store: %w", err)
 		}
 		if projectorOff {
 			return nil

@@ -152,10 +152,12 @@ func serveWorker(ctx context.Context, db *dbConfig, tf *transportFlags, s worker
 		return err
 	}
 	defer pool.Close()
-	store, err := db.store(ctx, pool)
+	opened, err := db.store(ctx, pool)
 	if err != nil {
 		return err
 	}
+	defer opened.Release()
+	store := opened.Store
 	if err := pgqueue.CheckSchema(ctx, pool, tf.schema); err != nil {
 		return err
 	}
