@@ -99,6 +99,13 @@ func (c *dbConfig) store(ctx context.Context, pool *pgxpool.Pool) (openedStore, 
 // openEventStore opens the event store the settings name and checks its
 // schema. The returned func releases it.
 func openEventStore(ctx context.Context, c *dbConfig) (eventstore.Store, func(), error) {
+	if c.storeKind == "kurrent" { // the log alone: no PostgreSQL needed
+		s, err := c.store(ctx, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.Store, s.Release, nil
+	}
 	pool, err := c.pool(ctx)
 	if err != nil {
 		return nil, nil, err
