@@ -26,11 +26,15 @@ type dbConfig struct {
 	kurrentURL  string
 }
 
-func dbFlags(fs *flag.FlagSet) *dbConfig {
+func dbFlags(fs *flag.FlagSet) *dbConfig { return dbFlagsNamed(fs, "schema") }
+
+// dbFlagsNamed is dbFlags with the read models' schema under another flag
+// name (for commands whose --schema means something else).
+func dbFlagsNamed(fs *flag.FlagSet, viewSchemaFlag string) *dbConfig {
 	c := &dbConfig{}
 	fs.StringVar(&c.url, "database-url", env("DATABASE_URL", defaultDatabaseURL), "PostgreSQL connection URL [DATABASE_URL]")
 	fs.StringVar(&c.storeSchema, "store-schema", env("OPLEDGER_STORE_SCHEMA", postgres.DefaultSchema), "schema of the event store tables [OPLEDGER_STORE_SCHEMA]")
-	fs.StringVar(&c.viewSchema, "schema", env("OPLEDGER_SCHEMA", "opledger"), "schema of the read models analysts query [OPLEDGER_SCHEMA]")
+	fs.StringVar(&c.viewSchema, viewSchemaFlag, env("OPLEDGER_SCHEMA", "opledger"), "schema of the read models analysts query [OPLEDGER_SCHEMA]")
 	fs.StringVar(&c.storeKind, "store", env("OPLEDGER_STORE", "postgres"), "event store backend: postgres, or kurrent (KurrentDB at KURRENTDB_URL; read models stay in PostgreSQL) [OPLEDGER_STORE]")
 	fs.StringVar(&c.kurrentURL, "kurrentdb-url", env("KURRENTDB_URL", ""), "KurrentDB connection string, e.g. esdb://127.0.0.1:2113?tls=false [KURRENTDB_URL]")
 	return c
