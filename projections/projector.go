@@ -331,7 +331,8 @@ func (p *Projector) Stop() error {
 	return p.runErr
 }
 
-// Done is closed when a started projector's Run has returned.
+// Done is closed when a started projector's Run has returned; it is nil
+// before Start.
 func (p *Projector) Done() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()

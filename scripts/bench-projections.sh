@@ -17,7 +17,7 @@
 #                 the database named in it is only used to create a scratch one
 #   EVENTS        log size (default 1000000)
 #   ROUNDS        rounds to take medians over (default 5)
-#   BATCH         projector batch size (default: the projector's, 1000)
+#   BATCH         projector batch size (default: the projector's, 5000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
