@@ -12,18 +12,9 @@ func (o *Operation) IssueCapability(cmd IssueCapability, now time.Time) ([]Event
 	if !o.Exists() {
 		return nil, refuse(ReasonOperationUnknown, "no such operation")
 	}
-	if _, err := ParseCapabilityID(string(cmd.CapabilityID)); err != nil {
-		return nil, refuse(ReasonCommandInvalid, "%v", err)
-	}
-	if _, dup := o.Capabilities[cmd.CapabilityID]; dup {
-		return nil, refuse(ReasonCommandInvalid, "capability %s already exists", cmd.CapabilityID)
-	}
-	ttl := cmd.TTL
-	if ttl == 0 {
-		ttl = DefaultCapabilityTTL
-	}
-	if ttl < 0 || ttl > MaxCapabilityTTL {
-		return nil, refuse(ReasonCommandInvalid, "capability ttl %s outside (0, %s]", ttl, MaxCapabilityTTL)
+	ttl, err := o.validateIssue(cmd)
+	if err != nil {
+		return nil, err
 	}
 	d, ok := o.LatestDecision()
 	if !ok || d.Verdict != Allowed {
@@ -78,21 +69,31 @@ func (o *Operation) DecideAndIssue(d Decide, c IssueCapability, now time.Time) (
 	if dec.Verdict != Allowed {
 		return events, nil
 	}
-	if _, err := ParseCapabilityID(string(c.CapabilityID)); err != nil {
-		return nil, refuse(ReasonCommandInvalid, "%v", err)
-	}
-	if _, dup := o.Capabilities[c.CapabilityID]; dup {
-		return nil, refuse(ReasonCommandInvalid, "capability %s already exists", c.CapabilityID)
-	}
-	ttl := c.TTL
-	if ttl == 0 {
-		ttl = DefaultCapabilityTTL
-	}
-	if ttl < 0 || ttl > MaxCapabilityTTL {
-		return nil, refuse(ReasonCommandInvalid, "capability ttl %s outside (0, %s]", ttl, MaxCapabilityTTL)
+	ttl, err := o.validateIssue(c)
+	if err != nil {
+		return nil, err
 	}
 	return append(events, CapabilityIssued{
 		CapabilityID: c.CapabilityID, DecisionID: dec.DecisionID, Attempt: dec.Attempt,
 		IssuedAt: now, ExpiresAt: now.Add(ttl),
 	}), nil
+}
+
+// validateIssue checks an issue command's id and lifetime and returns the
+// lifetime to use.
+func (o *Operation) validateIssue(cmd IssueCapability) (time.Duration, error) {
+	if _, err := ParseCapabilityID(string(cmd.CapabilityID)); err != nil {
+		return 0, refuse(ReasonCommandInvalid, "%v", err)
+	}
+	if _, dup := o.Capabilities[cmd.CapabilityID]; dup {
+		return 0, refuse(ReasonCommandInvalid, "capability %s already exists", cmd.CapabilityID)
+	}
+	ttl := cmd.TTL
+	if ttl == 0 {
+		ttl = DefaultCapabilityTTL
+	}
+	if ttl < 0 || ttl > MaxCapabilityTTL {
+		return 0, refuse(ReasonCommandInvalid, "capability ttl %s outside (0, %s]", ttl, MaxCapabilityTTL)
+	}
+	return ttl, nil
 }
