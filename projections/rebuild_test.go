@@ -103,6 +103,15 @@ func TestRebuildSwapWhileLive(t *testing.T) {
 	_, err := e.pool.Exec(t.Context(), e.q(e.schema, `UPDATE %s.deliveries SET times_seen = times_seen + 100`))
 	require.NoError(t, err)
 
+	// Queries prepared on the live tables before the swap work after it.
+	idx, err := projections.NewIndex(e.pool, e.schema)
+	require.NoError(t, err)
+	for range 4 { // on every pooled connection
+		escalated, err := idx.EscalatedExecutions(t.Context(), 10)
+		require.NoError(t, err)
+		require.Len(t, escalated, 1)
+	}
+
 	// Appends race with the swap.
 	more := e.request("OP-MORE", 3_000)
 	done := make(chan struct{})
@@ -128,6 +137,11 @@ func TestRebuildSwapWhileLive(t *testing.T) {
 	e.requireFilled(fresh)
 	e.requireSameRows(e.schema, fresh)
 	e.requireDelivery("MSG-DUP", "OP-MORE", "Invalid", 20)
+	for range 4 {
+		escalated, err := idx.EscalatedExecutions(t.Context(), 10)
+		require.NoError(t, err)
+		require.Len(t, escalated, 1)
+	}
 	require.Zero(t, e.countCatalog(`SELECT count(*) FROM pg_namespace WHERE nspname = $1`, side), "the rebuild's name is gone: it is live now")
 	require.Zero(t, e.countCatalog(`SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'projections_replaced_%'`), "the old schema is dropped")
 }
