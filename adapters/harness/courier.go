@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
 	"opledger/domain"
 	"opledger/domain/worker"
@@ -44,70 +44,105 @@ func (DirectCourier) Carry(ctx context.Context, wk *worker.Worker, r Refund, ste
 	return wk.Handle(ctx, r.Delivery(msg))
 }
 
-// QueueCourier carries messages through the Postgres-only transport: the
-// relay publishes the capability's message into the queue, workers claim it
-// from there, an unacknowledged claim comes back after the queue's
-// visibility timeout, and a resubmission is a copy published under a new id.
-type QueueCourier struct {
-	Queue *pgqueue.Queue
-	// Wait bounds how long a claim is retried while the queue is empty
-	// (default 30s): the relay, or the visibility timeout, must come first.
+// SourceCourier carries messages through a real transport: the relay
+// publishes the capability's message, the transport's Source (the Postgres
+// queue or a Kafka consumer group) offers it, and the story's worker of the
+// moment handles it. A handler that does not live to acknowledge answers
+// Retry, so the transport offers the message again (the redelivery); a
+// resubmission is a copy published under a new message id.
+type SourceCourier struct {
+	Source    transport.Source
+	Publisher transport.Publisher
+	// Wait bounds how long a step waits for the transport to offer a
+	// message (default 60s).
 	Wait time.Duration
 
-	last pgqueue.Claimed
+	jobs chan courierJob
+	mu   sync.Mutex
+	last transport.Inbound
+}
+
+type courierJob struct {
+	wk   *worker.Worker
+	ack  bool
+	done chan courierResult
+}
+
+type courierResult struct {
+	res worker.Result
+	err error
+}
+
+// NewSourceCourier starts consuming src until ctx ends.
+func NewSourceCourier(ctx context.Context, src transport.Source, pub transport.Publisher) *SourceCourier {
+	c := &SourceCourier{Source: src, Publisher: pub, jobs: make(chan courierJob)}
+	go func() { _ = src.Consume(ctx, c.handle) }()
+	return c
+}
+
+// handle is the Source's HandleFunc: it gives the message to the worker the
+// current step named.
+func (c *SourceCourier) handle(ctx context.Context, in transport.Inbound) transport.Disposition {
+	var j courierJob
+	select {
+	case j = <-c.jobs:
+	case <-ctx.Done():
+		return transport.Disposition{Action: transport.ActionRetry, Err: ctx.Err()}
+	}
+	c.mu.Lock()
+	if c.last.Value == nil {
+		c.last = in
+	}
+	c.mu.Unlock()
+	req, err := transport.DecodeRefundRequest(in.Value)
+	if err != nil {
+		j.done <- courierResult{err: fmt.Errorf("courier: %w", err)}
+		return transport.Disposition{Action: transport.ActionDeadLetter, Reason: transport.ReasonDeliveryMalformed, Detail: err.Error()}
+	}
+	res, err := j.wk.Handle(ctx, req.Delivery())
+	j.done <- courierResult{res: res, err: err}
+	if err != nil || !j.ack {
+		return transport.Disposition{Action: transport.ActionRetry, Err: err}
+	}
+	return transport.Disposition{Action: transport.ActionAck}
 }
 
 // Carry implements Courier.
-func (c *QueueCourier) Carry(ctx context.Context, wk *worker.Worker, r Refund, step Step, ack bool) (worker.Result, error) {
+func (c *SourceCourier) Carry(ctx context.Context, wk *worker.Worker, r Refund, step Step, ack bool) (worker.Result, error) {
 	if step == StepResubmission {
-		if c.last.MessageID == "" {
+		c.mu.Lock()
+		last := c.last
+		c.mu.Unlock()
+		req, err := transport.DecodeRefundRequest(last.Value)
+		if err != nil {
 			return worker.Result{}, errors.New("courier: nothing to resubmit yet")
 		}
-		id := domain.MessageID("MSG-RESUBMIT-" + c.last.MessageID)
-		if err := c.Queue.Publish(ctx, []transport.Outbound{{
-			Topic: c.last.Topic, Key: c.last.Key, MessageID: string(id),
-			Value: transport.WithMessageID(c.last.Value, id), Headers: map[string]string{transport.HeaderMessageID: string(id)},
+		id := domain.MessageID("MSG-RESUBMIT-" + string(req.MessageID))
+		if err := c.Publisher.Publish(ctx, []transport.Outbound{{
+			Topic: transport.TopicRefundRequests, Key: string(last.Key), MessageID: string(id),
+			Value: transport.WithMessageID(last.Value, id), Headers: map[string]string{transport.HeaderMessageID: string(id)},
 		}}); err != nil {
 			return worker.Result{}, err
 		}
 	}
-	claimed, err := c.claimOne(ctx)
-	if err != nil {
-		return worker.Result{}, err
-	}
-	if step == StepFirst {
-		c.last = claimed
-	}
-	req, err := transport.DecodeRefundRequest(claimed.Value)
-	if err != nil {
-		return worker.Result{}, fmt.Errorf("courier: %w", err)
-	}
-	res, err := wk.Handle(ctx, req.Delivery())
-	if err != nil || !ack {
-		return res, err // no acknowledgement: the message comes back
-	}
-	return res, c.Queue.Settle(ctx, claimed, transport.Disposition{Action: transport.ActionAck})
-}
-
-func (c *QueueCourier) claimOne(ctx context.Context) (pgqueue.Claimed, error) {
 	wait := c.Wait
 	if wait == 0 {
-		wait = 30 * time.Second
+		wait = 60 * time.Second
 	}
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		got, err := c.Queue.Claim(ctx, "story", 1)
-		if err != nil {
-			return pgqueue.Claimed{}, err
-		}
-		if len(got) == 1 && !got[0].Exhausted {
-			return got[0], nil
-		}
-		select {
-		case <-ctx.Done():
-			return pgqueue.Claimed{}, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	j := courierJob{wk: wk, ack: ack, done: make(chan courierResult, 1)}
+	select {
+	case c.jobs <- j:
+	case <-timer.C:
+		return worker.Result{}, fmt.Errorf("courier: the transport offered no message within %s", wait)
+	case <-ctx.Done():
+		return worker.Result{}, ctx.Err()
 	}
-	return pgqueue.Claimed{}, fmt.Errorf("courier: no message in the queue within %s", wait)
+	select {
+	case out := <-j.done:
+		return out.res, out.err
+	case <-ctx.Done():
+		return worker.Result{}, ctx.Err()
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
 	"opledger/eventstore"
@@ -22,19 +23,30 @@ import (
 type Stack struct {
 	Projector *projections.Projector
 	Index     *projections.Index
-	Queue     *pgqueue.Queue
-	Courier   *QueueCourier
+	Courier   *SourceCourier
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cancel  context.CancelFunc
+	closers []func()
+	wg      sync.WaitGroup
 	mu     sync.Mutex
 	errs   []error
 }
 
+// StackOptions chooses the stack's schemas and transport.
+type StackOptions struct {
+	ViewSchema, TransportSchema string
+	// KafkaBrokers, when set, make the relay publish to Kafka and the story's
+	// workers consume from a Kafka consumer group; otherwise both use the
+	// Postgres-only queue. Relay checkpoints stay in TransportSchema.
+	KafkaBrokers []string
+	Logger       *slog.Logger
+}
+
 // StartPostgresStack migrates the read-model and transport schemas on pool
-// (a no-op when current) and starts the projector and the relays over store
-// until Stop.
-func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstore.Store, viewSchema, transportSchema string, log *slog.Logger) (*Stack, error) {
+// (a no-op when current) and starts the projector, the relays over store and
+// the transport's consumer until Stop.
+func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstore.Store, o StackOptions) (*Stack, error) {
+	log, viewSchema, transportSchema := o.Logger, o.ViewSchema, o.TransportSchema
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -53,21 +65,42 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	if err != nil {
 		return nil, err
 	}
-	q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: transportSchema, WorkerID: "story", VisibilityTimeout: time.Second, Logger: log})
-	if err != nil {
-		return nil, err
+	var (
+		src     transport.Source
+		pub     transport.Publisher
+		closers []func()
+	)
+	if len(o.KafkaBrokers) > 0 {
+		kp, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: o.KafkaBrokers, AllowAutoTopicCreation: true})
+		if err != nil {
+			return nil, err
+		}
+		kc, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: o.KafkaBrokers, WorkerID: "story", GroupID: "opledger-story-" + transportSchema,
+			DeadLetters: kp, MaxWait: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, Logger: log})
+		if err != nil {
+			_ = kp.Close()
+			return nil, err
+		}
+		src, pub = kc, kp
+		closers = append(closers, func() { _ = kc.Close(); _ = kp.Close() })
+	} else {
+		q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: transportSchema, WorkerID: "story",
+			RetryBackoff: 50 * time.Millisecond, PollMax: 50 * time.Millisecond, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		src, pub = q, q
 	}
 	checks, err := pgqueue.NewCheckpoints(pool, transportSchema)
 	if err != nil {
 		return nil, err
 	}
-	relays, err := transport.StandardRelays(store, checks, q, log)
+	relays, err := transport.StandardRelays(store, checks, pub, log)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Projector: p, Index: index, Queue: q, Courier: &QueueCourier{Queue: q}}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
+	s := &Stack{Projector: p, Index: index, Courier: NewSourceCourier(rctx, src, pub), cancel: cancel, closers: closers}
 	run := func(name string, f func(context.Context) error) {
 		s.wg.Add(1)
 		go func() {
@@ -91,6 +124,9 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 func (s *Stack) Stop() error {
 	s.cancel()
 	s.wg.Wait()
+	for _, c := range s.closers {
+		c()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return errors.Join(s.errs...)

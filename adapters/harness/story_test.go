@@ -49,7 +49,7 @@ func TestStoryThroughThePostgresTransport(t *testing.T) {
 	pool, err := pgxpool.New(t.Context(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	stack, err := harness.StartPostgresStack(t.Context(), pool, store, schema+"_rm", schema+"_tr", nil)
+	stack, err := harness.StartPostgresStack(t.Context(), pool, store, harness.StackOptions{ViewSchema: schema + "_rm", TransportSchema: schema + "_tr"})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, stack.Stop())

@@ -3,16 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/adapters/harness"
+	"opledger/adapters/kafka"
 	"opledger/domain/audit"
 	"opledger/domain/recovery"
 	"opledger/eventstore"
@@ -25,15 +28,28 @@ func init() {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("demo", "[--database-url URL] [--memory] [--keep]", stderr)
+	fs := flags("demo", "[--database-url URL] [--memory] [--keep] [--kafka]", stderr)
 	db := dbFlags(fs)
 	inMemory := fs.Bool("memory", false, "use the in-memory event store even when PostgreSQL is available")
 	keep := fs.Bool("keep", false, "keep the demo's schemas for inspection (default: drop them at the end)")
+	useKafka := fs.Bool("kafka", false, "carry the messages over Kafka at KAFKA_BROKERS instead of the Postgres-only transport")
+	brokerList := fs.String("kafka-brokers", env("KAFKA_BROKERS", ""), "Kafka brokers for --kafka [KAFKA_BROKERS]")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	var brokers []string
+	if *useKafka {
+		if *inMemory {
+			return fail(stderr, "demo", errors.New("--kafka and --memory do not go together: the transport needs PostgreSQL for its checkpoints"))
+		}
+		b, err := kafka.ParseBrokers(*brokerList)
+		if err != nil || len(b) == 0 {
+			return fail(stderr, "demo", fmt.Errorf("--kafka needs KAFKA_BROKERS or --kafka-brokers (host:port,...): %q", *brokerList))
+		}
+		brokers = b
+	}
 	log := newQuietLogger(stderr)
-	env, err := openDemoEnv(ctx, db, *inMemory, *keep, stdout, log)
+	env, err := openDemoEnv(ctx, db, *inMemory, *keep, brokers, stdout, log)
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
@@ -81,6 +97,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// demoSeq tells apart demos started by one process in one second.
+var demoSeq atomic.Int64
+
 // demoResult is the demo's last line.
 type demoResult struct {
 	harness.Summary
@@ -122,7 +141,7 @@ func (e *demoEnv) close() {
 // openDemoEnv tries DATABASE_URL (or the default local server), then a
 // private cluster from the system's PostgreSQL binaries, then memory; it
 // says what it tried.
-func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, stdout io.Writer, log *slog.Logger) (*demoEnv, error) {
+func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, brokers []string, stdout io.Writer, log *slog.Logger) (*demoEnv, error) {
 	if inMemory {
 		fmt.Fprintln(stdout, "opledger demo: in-memory event store (asked for); projections and the transport are skipped")
 		return &demoEnv{kind: "memory", store: memory.New(nil)}, nil
@@ -132,7 +151,7 @@ func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, stdout 
 	pool, err := db.pool(pctx)
 	cancel()
 	if err == nil {
-		env, err := postgresDemoEnv(ctx, pool, postgres.RedactURL(db.url), keep, stdout, log)
+		env, err := postgresDemoEnv(ctx, pool, postgres.RedactURL(db.url), keep, brokers, stdout, log)
 		if err == nil {
 			return env, nil
 		}
@@ -150,7 +169,7 @@ func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, stdout 
 		}
 		cancel()
 		if err == nil {
-			env, err := postgresDemoEnv(ctx, pool, "a private cluster in "+cluster.dir+" (removed at the end)", true, stdout, log)
+			env, err := postgresDemoEnv(ctx, pool, "a private cluster in "+cluster.dir+" (removed at the end)", true, brokers, stdout, log)
 			if err == nil {
 				env.closers = append([]func(){cluster.stop}, env.closers...)
 				return env, nil
@@ -167,8 +186,8 @@ func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, stdout 
 	return &demoEnv{kind: "memory", store: memory.New(nil)}, nil
 }
 
-func postgresDemoEnv(ctx context.Context, pool *pgxpool.Pool, where string, keep bool, stdout io.Writer, log *slog.Logger) (*demoEnv, error) {
-	base := fmt.Sprintf("opledger_demo_%d_%d", time.Now().Unix(), os.Getpid())
+func postgresDemoEnv(ctx context.Context, pool *pgxpool.Pool, where string, keep bool, brokers []string, stdout io.Writer, log *slog.Logger) (*demoEnv, error) {
+	base := fmt.Sprintf("opledger_demo_%d_%d_%d", time.Now().Unix(), os.Getpid(), demoSeq.Add(1))
 	es, rm, tr := base+"_store", base, base+"_transport"
 	if _, err := postgres.Migrate(ctx, pool, es); err != nil {
 		return nil, err
@@ -183,7 +202,7 @@ func postgresDemoEnv(ctx context.Context, pool *pgxpool.Pool, where string, keep
 			_, _ = pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE; DROP SCHEMA IF EXISTS %s CASCADE; DROP SCHEMA IF EXISTS %s CASCADE", es, rm, tr))
 		})
 	}
-	stack, err := harness.StartPostgresStack(ctx, pool, store, rm, tr, log)
+	stack, err := harness.StartPostgresStack(ctx, pool, store, harness.StackOptions{ViewSchema: rm, TransportSchema: tr, KafkaBrokers: brokers, Logger: log})
 	if err != nil {
 		env.close()
 		return nil, err
@@ -197,8 +216,12 @@ func postgresDemoEnv(ctx context.Context, pool *pgxpool.Pool, where string, keep
 	case keep:
 		kept = "kept for inspection"
 	}
-	fmt.Fprintf(stdout, "opledger demo: PostgreSQL at %s; event store %s, read models %s, transport %s (%s)\n"+
-		"  serve's roles run here: the projector, the relay into the Postgres-only transport, the sweeper and reconciler on the read models\n\n",
-		where, es, rm, tr, kept)
+	carrier := "the Postgres-only transport"
+	if len(brokers) > 0 {
+		carrier = "Kafka at " + strings.Join(brokers, ",") + " (a consumer group)"
+	}
+	fmt.Fprintf(stdout, "opledger demo: PostgreSQL at %s; event store %s, read models %s, transport tables %s (%s)\n"+
+		"  serve's roles run here: the projector, the relay into %s, the sweeper and reconciler on the read models\n\n",
+		where, es, rm, tr, kept, carrier)
 	return env, nil
 }

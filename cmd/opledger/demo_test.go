@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"opledger/adapters/transport"
 
 	"opledger/eventstore/postgres/pgtest"
 )
@@ -14,8 +17,17 @@ import (
 // The demo is the README's main command: it must end with one refund, every
 // invariant holding, on PostgreSQL (with serve's roles) and in memory.
 func TestDemo(t *testing.T) {
-	for _, args := range [][]string{{"demo", "--database-url", pgtest.URL()}, {"demo", "--memory"}} {
-		t.Run(args[len(args)-1], func(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, transport.TopicRefundRequests),
+		kfake.SeedTopics(1, transport.TopicDeadLetters, transport.TopicSecuritySignals))
+	require.NoError(t, err)
+	t.Cleanup(kc.Close)
+	brokers := strings.Join(kc.ListenAddrs(), ",")
+	for name, args := range map[string][]string{
+		"postgres": {"demo", "--database-url", pgtest.URL()},
+		"memory":   {"demo", "--memory"},
+		"kafka":    {"demo", "--database-url", pgtest.URL(), "--kafka", "--kafka-brokers", brokers},
+	} {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var out, errs bytes.Buffer
 			code := run(t.Context(), args, &out, &errs)
@@ -36,6 +48,10 @@ func TestDemo(t *testing.T) {
 			require.Equal(t, 1, result.DuplicatesRecorded)
 			require.Equal(t, 1, result.UnknownReconciled)
 			require.Equal(t, "ok", result.Invariants)
+			if name == "kafka" {
+				require.Contains(t, out.String(), "the relay into Kafka at "+brokers)
+				require.Contains(t, out.String(), "the queue redelivers MSG-")
+			}
 		})
 	}
 }
