@@ -28,8 +28,8 @@ type Stack struct {
 	cancel  context.CancelFunc
 	closers []func()
 	wg      sync.WaitGroup
-	mu     sync.Mutex
-	errs   []error
+	mu      sync.Mutex
+	errs    []error
 }
 
 // StackOptions chooses the stack's schemas and transport.
