@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/eventstore"
+	"opledger/eventstore/postgres/pgmigrate"
 )
 
 // Defaults applied by Config.
@@ -44,10 +45,6 @@ const (
 	// connect_timeout says otherwise, so an unreachable server fails fast.
 	DefaultConnectTimeout = 5 * time.Second
 )
-
-// maxSchemaNameLen is Postgres's identifier limit (NAMEDATALEN-1 bytes);
-// longer names are silently truncated by the server, so they are refused.
-const maxSchemaNameLen = 63
 
 // Config configures Open.
 type Config struct {
@@ -87,13 +84,8 @@ func (c *Config) validate() error {
 func defaultSchema(schema string) string { return cmp.Or(schema, DefaultSchema) }
 
 func validateSchemaName(schema string) error {
-	if schema == "" || len(schema) > maxSchemaNameLen {
-		return fmt.Errorf("postgres config: schema name %q must be 1..%d bytes", schema, maxSchemaNameLen)
-	}
-	for _, r := range schema {
-		if r == 0 {
-			return fmt.Errorf("postgres config: schema name %q contains NUL", schema)
-		}
+	if err := pgmigrate.ValidateSchemaName(schema); err != nil {
+		return fmt.Errorf("postgres config: %w", err)
 	}
 	return nil
 }
