@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"opledger/eventstore/postgres/pgmigrate"
 )
 
 // Defaults for the read models' location and the projection's name.
@@ -18,18 +20,13 @@ const (
 
 // maxSchemaNameLen is Postgres's identifier limit (NAMEDATALEN-1 bytes);
 // longer names would be silently truncated by the server, so they are refused.
-const maxSchemaNameLen = 63
+const maxSchemaNameLen = pgmigrate.MaxSchemaNameLen
 
 func defaultSchema(schema string) string { return cmp.Or(schema, DefaultSchema) }
 
 func validateSchemaName(schema string) error {
-	if schema == "" || len(schema) > maxSchemaNameLen {
-		return fmt.Errorf("projections: schema name %q must be 1..%d bytes", schema, maxSchemaNameLen)
-	}
-	for _, r := range schema {
-		if r == 0 {
-			return fmt.Errorf("projections: schema name %q contains NUL", schema)
-		}
+	if err := pgmigrate.ValidateSchemaName(schema); err != nil {
+		return fmt.Errorf("projections: %w", err)
 	}
 	return nil
 }
