@@ -1,24 +1,13 @@
 package pgqueue
 
-import (
-	"context"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-)
+import "opledger/eventstore/postgres/pgmigrate"
 
 // Beginner starts a transaction: *pgxpool.Pool, *pgx.Conn and pgx.Tx
 // satisfy it.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
+type Beginner = pgmigrate.Beginner
 
 // Querier runs statements: *pgxpool.Pool, *pgx.Conn and pgx.Tx satisfy it.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type Querier = pgmigrate.Querier
 
 // DB is what this package needs of a database handle (a *pgxpool.Pool).
 type DB interface {
