@@ -48,6 +48,17 @@ func withMigration(s pgmigrate.Set, file, sql string) pgmigrate.Set {
 	return s
 }
 
+// recordOps makes s's Interpret record each op it is given (and wrap the
+// error with it); the returned slice fills as s is used.
+func recordOps(s *pgmigrate.Set) *[]string {
+	var ops []string
+	s.Interpret = func(op string, err error) error {
+		ops = append(ops, op)
+		return errors.Join(errors.New(op), err)
+	}
+	return &ops
+}
+
 func openPool(t *testing.T, url string) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(t.Context(), url)
@@ -112,10 +123,9 @@ func TestApplyAndCheck(t *testing.T) {
 	_, err = pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "widgets"}.Sanitize()+" (id, colour) VALUES (1, 'red')")
 	require.NoError(t, err, "both migrations ran in the schema")
 
-	var recorded []string
 	rows, err := pool.Query(ctx, "SELECT version || ':' || name FROM "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()+" ORDER BY version")
 	require.NoError(t, err)
-	recorded, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	recorded, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"1:widgets", "2:colour"}, recorded)
 
@@ -145,17 +155,13 @@ func TestApplyFailureLeavesNothing(t *testing.T) {
 	ctx := t.Context()
 	url, schema := pgtest.Schema(t)
 	pool := openPool(t, url)
-	var ops []string
 	set := withMigration(widgets(), "003_broken.sql", `ALTER TABLE no_such_table ADD COLUMN x int;`)
-	set.Interpret = func(op string, err error) error {
-		ops = append(ops, op)
-		return errors.Join(errors.New(op), err)
-	}
+	ops := recordOps(&set)
 
 	_, err := set.Apply(ctx, pool, schema)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr, "Interpret's error wraps the cause")
-	require.Equal(t, []string{"migrate widget schema " + schema + ": migration 003_broken"}, ops)
+	require.Equal(t, []string{"migrate widget schema " + schema + ": migration 003_broken"}, *ops)
 
 	var tables int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = $1", schema).Scan(&tables))
@@ -169,22 +175,18 @@ func TestCheckOtherFailures(t *testing.T) {
 	t.Parallel()
 	url, schema := pgtest.Schema(t)
 	pool := openPool(t, url)
-	var ops []string
 	set := widgets()
-	set.Interpret = func(op string, err error) error {
-		ops = append(ops, op)
-		return errors.Join(errors.New(op), err)
-	}
+	ops := recordOps(&set)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	err := set.Check(ctx, pool, schema)
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, errWidgetsOutdated)
-	require.Equal(t, []string{"check widget schema " + schema}, ops)
+	require.Equal(t, []string{"check widget schema " + schema}, *ops)
 
 	_, err = set.Apply(ctx, pool, schema)
 	require.ErrorIs(t, err, context.Canceled)
-	require.Equal(t, "migrate widget schema "+schema+": begin", ops[1])
+	require.Equal(t, "migrate widget schema "+schema+": begin", (*ops)[1])
 }
 
 func TestDefaults(t *testing.T) {
