@@ -252,53 +252,19 @@ func (o *Operation) Evolve(e Event) error {
 	case PresentationRejected:
 		o.Messages[ev.MessageID] = struct{}{}
 	case LeaseRenewed:
-		x, err := o.mustExecution(ev.ExecutionID, e)
-		if err != nil {
-			return err
-		}
-		x.LeaseExpiresAt = ev.LeaseExpiresAt
+		return o.onExecution(ev.ExecutionID, e, time.Time{}, func(x *Execution) { x.LeaseExpiresAt = ev.LeaseExpiresAt })
 	case OutcomeRecorded:
-		x, err := o.mustExecution(ev.ExecutionID, e)
-		if err != nil {
-			return err
-		}
-		x.State, x.ProviderReference, x.EndedAt = ExecutionState(ev.Outcome), ev.ProviderReference, ev.RecordedAt
-		o.UpdatedAt = ev.RecordedAt
+		return o.onExecution(ev.ExecutionID, e, ev.RecordedAt, func(x *Execution) { x.end(ev.Outcome, ev.ProviderReference, ev.RecordedAt) })
 	case OutcomeUnknown:
-		x, err := o.mustExecution(ev.ExecutionID, e)
-		if err != nil {
-			return err
-		}
-		x.State = ExecUnknown
-		o.UpdatedAt = ev.RecordedAt
+		return o.onExecution(ev.ExecutionID, e, ev.RecordedAt, func(x *Execution) { x.State = ExecUnknown })
 	case LeaseLapsed:
-		x, err := o.mustExecution(ev.ExecutionID, e)
-		if err != nil {
-			return err
-		}
-		x.State, x.LeaseEpoch = ExecUnknown, ev.ToEpoch
-		o.UpdatedAt = ev.LapsedAt
+		return o.onExecution(ev.ExecutionID, e, ev.LapsedAt, func(x *Execution) { x.State, x.LeaseEpoch = ExecUnknown, ev.ToEpoch })
 	case LateOutcomeRecorded:
-		x, err := o.mustExecution(ev.ExecutionID, e)
-		if err != nil {
-			return err
-		}
-		x.State, x.ProviderReference, x.EndedAt = ExecutionState(ev.Outcome), ev.ProviderReference, ev.RecordedAt
-		o.UpdatedAt = ev.RecordedAt
+		return o.onExecution(ev.ExecutionID, e, ev.RecordedAt, func(x *Execution) { x.end(ev.Outcome, ev.ProviderReference, ev.RecordedAt) })
 	case Reconciled:
-		x, err := o.mustExecution(ev.ExecutionID, e)
-		if err != nil {
-			return err
-		}
-		x.State, x.ProviderReference, x.EndedAt = ExecutionState(ev.Outcome), ev.ProviderReference, ev.ReconciledAt
-		o.UpdatedAt = ev.ReconciledAt
+		return o.onExecution(ev.ExecutionID, e, ev.ReconciledAt, func(x *Execution) { x.end(ev.Outcome, ev.ProviderReference, ev.ReconciledAt) })
 	case Escalated:
-		x, err := o.mustExecution(ev.ExecutionID, e)
-		if err != nil {
-			return err
-		}
-		x.State = ExecEscalated
-		o.UpdatedAt = ev.EscalatedAt
+		return o.onExecution(ev.ExecutionID, e, ev.EscalatedAt, func(x *Execution) { x.State = ExecEscalated })
 	case WriteRefused:
 		// Evidence only.
 	default:
@@ -307,10 +273,22 @@ func (o *Operation) Evolve(e Event) error {
 	return nil
 }
 
-func (o *Operation) mustExecution(id ExecutionID, e Event) (*Execution, error) {
+// onExecution applies change to the execution e is about, and stamps the
+// operation's UpdatedAt with at (unless zero). An event about an execution
+// the stream never opened is an error.
+func (o *Operation) onExecution(id ExecutionID, e Event, at time.Time, change func(*Execution)) error {
 	x := o.Execution(id)
 	if x == nil {
-		return nil, fmt.Errorf("evolve: %s for unknown execution %s", e.EventType(), id)
+		return fmt.Errorf("evolve: %s for unknown execution %s", e.EventType(), id)
 	}
-	return x, nil
+	change(x)
+	if !at.IsZero() {
+		o.UpdatedAt = at
+	}
+	return nil
+}
+
+// end gives the execution its definite outcome.
+func (x *Execution) end(outcome Outcome, ref string, at time.Time) {
+	x.State, x.ProviderReference, x.EndedAt = ExecutionState(outcome), ref, at
 }
