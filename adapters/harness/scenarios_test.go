@@ -82,6 +82,32 @@ func (s *scenario) deliver(wk *worker.Worker, d worker.Delivery) worker.Result {
 	return res
 }
 
+// handled is what a worker's Handle returned.
+type handled struct {
+	res worker.Result
+	err error
+}
+
+// handleAsync runs wk.Handle(d) on its own goroutine, as a worker still
+// waiting on the provider would be.
+func (s *scenario) handleAsync(wk *worker.Worker, d worker.Delivery) <-chan handled {
+	done := make(chan handled, 1)
+	go func() {
+		res, err := wk.Handle(s.ctx, d)
+		done <- handled{res, err}
+	}()
+	return done
+}
+
+// await waits for handleAsync's result; the delivery's result must have
+// been recorded (no error).
+func (s *scenario) await(done <-chan handled) worker.Result {
+	s.t.Helper()
+	h := <-done
+	require.NoError(s.t, h.err)
+	return h.res
+}
+
 func (s *scenario) arm(kind sim.FaultKind) {
 	s.t.Helper()
 	require.NoError(s.t, s.w.Sim.Arm(sim.Fault{Kind: kind}))
@@ -235,14 +261,7 @@ func testDuplicateWhileHeldLeavesExecuting(t *testing.T, on backend) {
 	s.arm(sim.FaultHoldResponse)
 	a, b := s.worker("worker-a"), s.worker("worker-b")
 
-	done := make(chan worker.Result, 1)
-	go func() {
-		res, err := a.Handle(s.ctx, r.Delivery("MSG-55A"))
-		if err != nil {
-			res.Recorded = "error: " + err.Error()
-		}
-		done <- res
-	}()
+	done := s.handleAsync(a, r.Delivery("MSG-55A"))
 	<-s.w.Sim.Held()
 	dup := s.deliver(b, r.Delivery("MSG-55A")) // the lock lapsed; redelivered to worker B
 	require.Equal(t, domain.StatusDuplicateDelivery, dup.Claim.Status)
@@ -250,7 +269,7 @@ func testDuplicateWhileHeldLeavesExecuting(t *testing.T, on backend) {
 	require.Equal(t, domain.OpExecuting, s.state().Status())
 
 	require.Equal(t, 1, s.w.Sim.Release())
-	res := <-done
+	res := s.await(done)
 	require.Equal(t, "outcome", res.Recorded)
 	require.Equal(t, domain.OpCompleted, s.state().Status())
 	require.Equal(t, 1, s.ledger().RequestsReceived)
@@ -397,16 +416,12 @@ func testStaleWorkerLateResultResolvesOnlyItsOwnExecution(t *testing.T, on backe
 	r := s.approve()
 	s.arm(sim.FaultHoldResponse)
 	a := s.worker("worker-a")
-	done := make(chan worker.Result, 1)
-	go func() {
-		res, _ := a.Handle(s.ctx, r.Delivery("MSG-55A"))
-		done <- res
-	}()
+	done := s.handleAsync(a, r.Delivery("MSG-55A"))
 	<-s.w.Sim.Held()
 	s.w.Clock.Advance(domain.DefaultLeaseDuration + time.Second) // A's renewal timer never fired
 	require.Equal(t, 1, s.sweep())
 	require.Equal(t, 1, s.w.Sim.Release()) // A finally gets its answer
-	res := <-done
+	res := s.await(done)
 	require.Equal(t, domain.Completed, res.Outcome)
 	require.Equal(t, "late-outcome", res.Recorded, "the epoch-1 outcome was refused; only late evidence was accepted")
 	st := s.state()
@@ -427,18 +442,14 @@ func testLostLeaseStopsFurtherSends(t *testing.T, on backend) {
 	r := s.approve()
 	s.arm(sim.Fault5xxBeforeCommit) // the first send fails ambiguously; the client will want to resend
 	a := s.worker("worker-a")
-	done := make(chan worker.Result, 1)
-	go func() {
-		res, _ := a.Handle(s.ctx, r.Delivery("MSG-55A"))
-		done <- res
-	}()
+	done := s.handleAsync(a, r.Delivery("MSG-55A"))
 	// The client is in its back-off and the worker's renewal timer is set.
 	require.NoError(t, s.w.ClientTimers.WaitPending(s.ctx, 1))
 	require.NoError(t, s.w.WorkerTimers.WaitPending(s.ctx, 1))
 	s.w.Clock.Advance(domain.DefaultLeaseDuration + time.Second)
 	require.Equal(t, 1, s.sweep()) // the sweeper takes over: epoch 2
 	s.w.WorkerTimers.Fire()        // A tries to renew, is refused lease.lost, cancels its calls
-	res := <-done
+	res := s.await(done)
 	require.Equal(t, domain.Unknown, res.Outcome)
 	require.Empty(t, res.Recorded, "an Unknown from a stale worker is not recorded")
 	require.Equal(t, 1, s.ledger().RequestsReceived, "no further request after the lease was lost")
@@ -458,14 +469,10 @@ func testKeyIdenticalOnEveryResend(t *testing.T, on backend) {
 	r := s.approve()
 	s.arm(sim.FaultLoseResponseAfterCommit)
 	a := s.worker("worker-a")
-	done := make(chan worker.Result, 1)
-	go func() {
-		res, _ := a.Handle(s.ctx, r.Delivery("MSG-55A"))
-		done <- res
-	}()
+	done := s.handleAsync(a, r.Delivery("MSG-55A"))
 	require.NoError(t, s.w.ClientTimers.WaitPending(s.ctx, 1))
 	s.w.ClientTimers.Fire() // end the back-off: the client resends
-	res := <-done
+	res := s.await(done)
 	require.Equal(t, domain.Completed, res.Outcome)
 	reqs := s.w.Sim.Ledger().Requests
 	require.Len(t, reqs, 2)
