@@ -152,13 +152,8 @@ func blockingReason(s ExecutionState) Reason {
 	}
 }
 
-// checkText refuses free text that is too long or, when required, empty.
+// checkText refuses free text that is too long, when required empty, or not
+// printable UTF-8 (see CheckText).
 func checkText(field, s string, max int, required bool) *Refusal {
-	if required && s == "" {
-		return refuse(ReasonCommandInvalid, "%s is required", field)
-	}
-	if len(s) > max {
-		return refuse(ReasonCommandInvalid, "%s is %d bytes long, at most %d", field, len(s), max)
-	}
-	return nil
+	return CheckText(field, s, max, required)
 }

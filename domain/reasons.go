@@ -69,6 +69,9 @@ const (
 type Refusal struct {
 	Reason Reason
 	Detail string
+	// Field names the command field at fault, when the refusal is about one
+	// field's value (command.invalid); edges report it (the API's "field").
+	Field string
 }
 
 func (r *Refusal) Error() string {

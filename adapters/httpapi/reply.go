@@ -120,7 +120,7 @@ func classify(err error) *apiError {
 		e := &apiError{status: http.StatusConflict, code: string(refusal.Reason), message: refusal.Error()}
 		switch refusal.Reason {
 		case domain.ReasonCommandInvalid:
-			e.status, e.code, e.message = http.StatusBadRequest, CodeRequestInvalid, refusal.Detail
+			e.status, e.code, e.message, e.field = http.StatusBadRequest, CodeRequestInvalid, refusal.Detail, refusal.Field
 		case domain.ReasonOperationUnknown, domain.ReasonExecutionUnknown:
 			e.status = http.StatusNotFound
 		}
