@@ -13,6 +13,9 @@ const (
 	MaxCapabilityTTL = 7 * 24 * time.Hour
 	// MaxTextLength bounds free text carried into events (details, reasons).
 	MaxTextLength = 2000
+	// MaxProviderReferenceLength bounds a provider's reference carried into
+	// events.
+	MaxProviderReferenceLength = 2 * MaxIDLength
 )
 
 // RequestOperation opens a new operation.
@@ -66,20 +69,28 @@ type Claim struct {
 	// the capability is bound to; zero when the presentation carried no token.
 	BoundOperation OperationID
 	BoundAttempt   int
+	// LeaseSecretDigest is LeaseSecretDigest(secret) of the lease secret the
+	// command handler minted for this claim (required). The model never
+	// mints or sees the secret: it records the digest in Claimed.
+	LeaseSecretDigest string
 }
 
-// RenewLease extends an executing execution's lease under its epoch.
+// RenewLease extends an executing execution's lease under its epoch, by the
+// holder of its lease secret.
 type RenewLease struct {
 	ExecutionID   ExecutionID
 	LeaseEpoch    int64
+	LeaseSecret   string // the secret the claim returned; required
 	WorkerID      string // when set, must be the lease owner
 	LeaseDuration time.Duration
 }
 
-// RecordOutcome is the executor's result, conditional on its lease epoch.
+// RecordOutcome is the executor's result, conditional on its lease epoch and
+// its lease secret.
 type RecordOutcome struct {
 	ExecutionID       ExecutionID
 	LeaseEpoch        int64
+	LeaseSecret       string // the secret the claim returned; required
 	Outcome           Outcome
 	ProviderReference string
 	Detail            string
@@ -94,11 +105,35 @@ type LapseLease struct {
 // after that execution became Unknown.
 type RecordLateOutcome struct {
 	ExecutionID       ExecutionID
-	LeaseEpoch        int64 // the epoch the executor held
+	LeaseEpoch        int64  // the epoch the executor held
+	LeaseSecret       string // the secret of that epoch's lease; required
 	Outcome           Outcome
 	ProviderReference string
 	Detail            string
 }
+
+// RefuseWrite records an executor's write that an edge refused before it
+// could become one of the commands above (a body it could not read, a field
+// out of range): it is evidence like any refused executor write. Refusal is
+// what the edge answers; its Reason and Field are recorded.
+type RefuseWrite struct {
+	ExecutionID       ExecutionID
+	Command           string // CommandRenewLease, CommandRecordOutcome or CommandRecordLateOutcome
+	LeaseEpoch        int64
+	LeaseSecret       string
+	WorkerID          string
+	Outcome           Outcome
+	ProviderReference string
+	Detail            string
+	Refusal           *Refusal // required
+}
+
+// The executor commands, as WriteRefused.Command names them.
+const (
+	CommandRenewLease        = "RenewLease"
+	CommandRecordOutcome     = "RecordOutcome"
+	CommandRecordLateOutcome = "RecordLateOutcome"
+)
 
 // Reconcile resolves an Unknown or Escalated execution.
 type Reconcile struct {

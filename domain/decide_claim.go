@@ -31,7 +31,8 @@ type ClaimResult struct {
 //     Completed: OperationNotExecutable, and the capability is not spent;
 //     a capability of an attempt that already ended NotApplied is Invalid;
 //  5. otherwise the capability is consumed and an execution opened under a
-//     lease (epoch 1, owner, expiry): Claimed.
+//     lease (epoch 1, owner, expiry, the digest of its holder's secret):
+//     Claimed.
 //
 // The command must be well formed (a *Refusal with command.invalid
 // otherwise, and nothing to record). o must exist: presentations to an
@@ -111,7 +112,7 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 	claimed := Claimed{
 		ExecutionID: cmd.ExecutionID, CapabilityID: c.ID, MessageID: cmd.MessageID, WorkerID: cmd.WorkerID,
 		Attempt: c.Attempt, LeaseEpoch: 1, LeaseExpiresAt: now.Add(lease), IdempotencyKey: d.IdempotencyKey,
-		ClaimedAt: now,
+		ClaimedAt: now, LeaseSecretDigest: cmd.LeaseSecretDigest,
 	}
 	return ClaimResult{
 		Status: StatusClaimed, ExecutionID: cmd.ExecutionID, ExecutionState: ExecExecuting,
@@ -136,6 +137,9 @@ func validateClaim(cmd Claim) error {
 	}
 	if cmd.LeaseDuration < 0 || cmd.LeaseDuration > MaxLeaseDuration {
 		return refuse(ReasonCommandInvalid, "lease duration %s outside (0, %s]", cmd.LeaseDuration, MaxLeaseDuration)
+	}
+	if r := checkLeaseSecretDigest(cmd.LeaseSecretDigest); r != nil {
+		return r
 	}
 	return nil
 }

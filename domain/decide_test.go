@@ -60,11 +60,15 @@ func (f *fixture) issue(id CapabilityID, at time.Time) CapabilityIssued {
 
 func (f *fixture) claim(msg MessageID, capID CapabilityID, exe ExecutionID, at time.Time) ClaimResult {
 	f.t.Helper()
-	r, err := f.op.Claim(Claim{MessageID: msg, CapabilityID: capID, WorkerID: "worker-a", ExecutionID: exe}, at)
+	r, err := f.op.Claim(Claim{MessageID: msg, CapabilityID: capID, WorkerID: "worker-a", ExecutionID: exe, LeaseSecretDigest: LeaseSecretDigest(secretOf(exe))}, at)
 	require.NoError(f.t, err)
 	f.record(r.Events)
 	return r
 }
+
+// secretOf is the lease secret the fixture's claims hand to execution exe
+// (the command handler mints random ones; the model only sees digests).
+func secretOf(exe ExecutionID) string { return "secret-of-" + string(exe) }
 
 func TestClaimOpensExecutionUnderLeaseWithDecisionKey(t *testing.T) {
 	f := newFixture(t)
@@ -75,6 +79,8 @@ func TestClaimOpensExecutionUnderLeaseWithDecisionKey(t *testing.T) {
 	require.Equal(t, IdempotencyKey("refund-OP-4471-a1"), r.Claimed.IdempotencyKey)
 	require.Equal(t, int64(1), r.Claimed.LeaseEpoch)
 	require.Equal(t, t0.Add(3*time.Second+DefaultLeaseDuration), r.Claimed.LeaseExpiresAt)
+	require.Equal(t, LeaseSecretDigest(secretOf("EXE-1")), r.Claimed.LeaseSecretDigest)
+	require.Equal(t, []HeldLease{{Epoch: 1, SecretDigest: LeaseSecretDigest(secretOf("EXE-1"))}}, f.op.Execution("EXE-1").HeldLeases)
 	require.Equal(t, CapConsumed, f.op.Capabilities["CAP-91F"].State)
 	require.Equal(t, OpExecuting, f.op.Status())
 }
@@ -112,7 +118,7 @@ func TestClaimCheckOrder(t *testing.T) {
 	}
 	for _, c := range cases {
 		before := f.op.Execution("EXE-1").State
-		r, err := f.op.Claim(Claim{MessageID: c.msg, CapabilityID: c.capID, WorkerID: "w", ExecutionID: "EXE-X", BoundOperation: c.bindOp, BoundAttempt: c.bindAtt}, c.at)
+		r, err := f.op.Claim(Claim{MessageID: c.msg, CapabilityID: c.capID, WorkerID: "w", ExecutionID: "EXE-X", BoundOperation: c.bindOp, BoundAttempt: c.bindAtt, LeaseSecretDigest: LeaseSecretDigest("x")}, c.at)
 		require.NoError(t, err, c.name)
 		require.Equal(t, c.status, r.Status, c.name)
 		require.Equal(t, c.reason, r.Reason, c.name)
@@ -131,7 +137,7 @@ func TestSecondCapabilityWhileUnknownStaysUnspent(t *testing.T) {
 	f.allow("DEC-1", "")
 	f.issue("CAP-1", t0)
 	f.claim("MSG-1", "CAP-1", "EXE-1", t0)
-	f.apply(f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, Outcome: Unknown, Detail: "timeout"}, t0))
+	f.apply(f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1"), Outcome: Unknown, Detail: "timeout"}, t0))
 	f.issue("CAP-2", t0) // someone reissues authority instead of reconciling
 	r := f.claim("MSG-2", "CAP-2", "EXE-2", t0)
 	require.Equal(t, StatusOperationNotExecutable, r.Status)
@@ -154,21 +160,21 @@ func TestLeaseFencing(t *testing.T) {
 	require.Equal(t, int64(2), x.LeaseEpoch)
 
 	// the stale executor's writes are refused, and the refusal is evidence
-	ev, err := f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, Outcome: Completed, ProviderReference: "re_1"}, t0)
+	ev, err := f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1"), Outcome: Completed, ProviderReference: "re_1"}, t0)
 	requireReason(t, err, ReasonLeaseLost)
 	require.IsType(t, WriteRefused{}, ev[0])
 	require.Equal(t, "re_1", ev[0].(WriteRefused).ProviderReference)
-	_, err = f.op.RenewLease(RenewLease{ExecutionID: "EXE-1", LeaseEpoch: 1}, t0)
+	_, err = f.op.RenewLease(RenewLease{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1")}, t0)
 	requireReason(t, err, ReasonLeaseLost)
 
 	// its late result may only resolve its own Unknown execution
-	_, err = f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-1", LeaseEpoch: 3, Outcome: Completed}, t0)
+	_, err = f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-1", LeaseEpoch: 3, LeaseSecret: secretOf("EXE-1"), Outcome: Completed}, t0)
 	requireReason(t, err, ReasonLeaseLost)
 	_, err = f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-9", LeaseEpoch: 1, Outcome: Completed}, t0)
 	requireReason(t, err, ReasonExecutionUnknown)
-	f.apply(f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, Outcome: Completed, ProviderReference: "re_1"}, t0))
+	f.apply(f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1"), Outcome: Completed, ProviderReference: "re_1"}, t0))
 	require.Equal(t, ExecCompleted, x.State)
-	_, err = f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, Outcome: NotApplied}, t0)
+	_, err = f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1"), Outcome: NotApplied}, t0)
 	requireReason(t, err, ReasonExecutionNotUnknown)
 }
 
@@ -178,7 +184,7 @@ func TestNewAttemptNeedsNewDecisionAndCapability(t *testing.T) {
 	f.issue("CAP-1", t0)
 	f.issue("CAP-1B", t0)
 	f.claim("MSG-1", "CAP-1", "EXE-1", t0)
-	f.apply(f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, Outcome: NotApplied}, t0))
+	f.apply(f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1"), Outcome: NotApplied}, t0))
 	require.Equal(t, OpNotApplied, f.op.Status())
 
 	// the unused capability of attempt 1 cannot start attempt 2
@@ -203,7 +209,7 @@ func TestReuseFirstKeyPolicyKeepsAttemptOneKey(t *testing.T) {
 	f.allow("DEC-1", KeyReuseFirst)
 	f.issue("CAP-1", t0)
 	f.claim("MSG-1", "CAP-1", "EXE-1", t0)
-	f.apply(f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, Outcome: NotApplied}, t0))
+	f.apply(f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1"), Outcome: NotApplied}, t0))
 	d := f.allow("DEC-2", KeyReuseFirst)
 	require.Equal(t, 2, d.Attempt)
 	require.Equal(t, IdempotencyKey("refund-OP-4471-a1"), d.IdempotencyKey)
@@ -242,7 +248,7 @@ func TestDecideRefusedWhileOutcomeOpen(t *testing.T) {
 	f.claim("MSG-1", "CAP-1", "EXE-1", t0)
 	_, err := f.op.Decide(Decide{DecisionID: "DEC-2", Approver: "a", ApprovalLimitMinor: 50000, Facts: okFacts}, t0)
 	requireReason(t, err, ReasonOperationExecuting)
-	f.apply(f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, Outcome: Unknown}, t0))
+	f.apply(f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1"), Outcome: Unknown}, t0))
 	_, err = f.op.Decide(Decide{DecisionID: "DEC-2", Approver: "a", ApprovalLimitMinor: 50000, Facts: okFacts}, t0)
 	requireReason(t, err, ReasonOperationOutcomeUnknown)
 	f.apply(f.op.Escalate(Escalate{ExecutionID: "EXE-1", Reason: "cannot tell"}, t0))

@@ -126,6 +126,12 @@ type Claimed struct {
 	LeaseExpiresAt time.Time      `json:"lease_expires_at"`
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 	ClaimedAt      time.Time      `json:"claimed_at"`
+	// LeaseSecretDigest binds the lease to its holder: the SHA-256 of the
+	// lease secret the claim handed its executor, in lower-case hex (see
+	// LeaseSecretDigest). The secret itself is never recorded. Empty only on
+	// claims recorded before leases were bound to their holder: such an
+	// execution accepts no executor write.
+	LeaseSecretDigest string `json:"lease_secret_digest,omitempty"`
 }
 
 // DeliveryDuplicated records a message id seen again on this operation. It
@@ -236,9 +242,13 @@ type Escalated struct {
 	EscalatedAt time.Time   `json:"escalated_at"`
 }
 
-// WriteRefused records an executor's write that was refused (a stale lease
-// epoch, an execution not in the state the write needs). It changes nothing;
-// it keeps what the executor tried to say, which may be evidence.
+// WriteRefused records an executor's write that was refused: malformed or
+// hostile fields, a stale lease epoch, a missing or wrong lease secret, an
+// execution not in the state the write needs. It changes nothing; it keeps
+// what the executor tried to say, which may be evidence. Text that could not
+// be stored as sent (control characters, invalid UTF-8, too long) is kept
+// escaped and cut by EvidenceText, and Escaped names those fields. The
+// presented lease secret is never recorded, only how it compared.
 type WriteRefused struct {
 	ExecutionID       ExecutionID `json:"execution_id"`
 	Command           string      `json:"command"`
@@ -249,6 +259,19 @@ type WriteRefused struct {
 	ProviderReference string      `json:"provider_reference,omitempty"`
 	Detail            string      `json:"detail,omitempty"`
 	RefusedAt         time.Time   `json:"refused_at"`
+	// WorkerID is the worker id a renewal named, if any.
+	WorkerID string `json:"worker_id,omitempty"`
+	// SecretCheck says how the presented lease secret compared: held,
+	// missing, wrong, or unbound (the execution has no digest to compare
+	// with). Empty on refusals recorded before leases were bound.
+	SecretCheck SecretCheck `json:"secret_check,omitempty"`
+	// Field names the field at fault when Reason is command.invalid.
+	Field string `json:"field,omitempty"`
+	// RefusalDetail is the refusal's explanation, as the writer was told.
+	RefusalDetail string `json:"refusal_detail,omitempty"`
+	// Escaped names the fields kept escaped or cut (EvidenceText) because
+	// they could not be stored as sent.
+	Escaped []string `json:"escaped,omitempty"`
 }
 
 func (OperationRequested) EventType() string   { return TypeOperationRequested }

@@ -63,6 +63,12 @@ const (
 	ReasonDeliveryAttemptsExhausted Reason = "delivery.attempts-exhausted"
 )
 
+// ReasonLeaseNotHeld: an executor write without the lease secret its claim
+// returned (missing or wrong), or for an execution claimed before leases were
+// bound to their holder (it has no digest to compare with). Knowing an
+// execution id and its epoch is not authority. The API answers 409.
+const ReasonLeaseNotHeld Reason = "lease.not-held"
+
 // Refusal is a command the model declined, with a stable reason. Whether the
 // refusal is also recorded as an event depends on the command (a refused
 // presentation always is).

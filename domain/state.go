@@ -72,6 +72,11 @@ type Execution struct {
 	ProviderReference string
 	StartedAt         time.Time
 	EndedAt           time.Time
+	// HeldLeases are the leases the execution was held under, each with the
+	// digest of its holder's secret (today only the claim's epoch 1: a lapse
+	// raises the epoch and hands the new one to nobody). Empty for an
+	// execution claimed before leases were bound to their holder.
+	HeldLeases []HeldLease
 }
 
 // Decision is one recorded policy evaluation.
@@ -240,11 +245,15 @@ func (o *Operation) Evolve(e Event) error {
 			return fmt.Errorf("evolve: capability %s consumed twice", ev.CapabilityID)
 		}
 		c.State, c.ConsumedBy, c.ConsumedAt, c.Execution = CapConsumed, ev.MessageID, ev.ClaimedAt, ev.ExecutionID
-		o.Executions = append(o.Executions, &Execution{
+		x := &Execution{
 			ID: ev.ExecutionID, CapabilityID: ev.CapabilityID, MessageID: ev.MessageID, Attempt: ev.Attempt,
 			State: ExecExecuting, LeaseEpoch: ev.LeaseEpoch, LeaseOwner: ev.WorkerID,
 			LeaseExpiresAt: ev.LeaseExpiresAt, IdempotencyKey: ev.IdempotencyKey, StartedAt: ev.ClaimedAt,
-		})
+		}
+		if ev.LeaseSecretDigest != "" {
+			x.HeldLeases = []HeldLease{{Epoch: ev.LeaseEpoch, SecretDigest: ev.LeaseSecretDigest}}
+		}
+		o.Executions = append(o.Executions, x)
 		o.Messages[ev.MessageID] = struct{}{}
 		o.UpdatedAt = ev.ClaimedAt
 	case DeliveryDuplicated:

@@ -124,11 +124,11 @@ func writeTemplate(b *testing.B, store eventstore.Store, ops int) {
 		must(err)
 		x := out.ExecutionID
 		record := func(o domain.Outcome, ref string) {
-			must(h.RecordOutcome(ctx, op, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, Outcome: o, ProviderReference: ref}, by))
+			must(h.RecordOutcome(ctx, op, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret, Outcome: o, ProviderReference: ref}, by))
 		}
 		switch i % 8 {
 		case 0, 7: // completed; duplicate delivery; the unattributed kind too
-			_, err = h.RenewLease(ctx, op, domain.RenewLease{ExecutionID: x, LeaseEpoch: 1})
+			_, err = h.RenewLease(ctx, op, domain.RenewLease{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret}, by)
 			must(err)
 			record(domain.Completed, "re_"+string(op))
 			_, err = h.Claim(ctx, op, domain.Claim{MessageID: msg(1), CapabilityID: capID.CapabilityID, WorkerID: "worker-b"})
@@ -144,10 +144,10 @@ func writeTemplate(b *testing.B, store eventstore.Store, ops int) {
 			c.Advance(domain.DefaultLeaseDuration)
 			_, err = h.LapseLease(ctx, op, domain.LapseLease{ExecutionID: x}, by)
 			must(err)
-			if err := h.RecordOutcome(ctx, op, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, Outcome: domain.Completed}, by); err == nil {
+			if err := h.RecordOutcome(ctx, op, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret, Outcome: domain.Completed}, by); err == nil {
 				b.Fatal("a stale write was accepted")
 			}
-			must(h.RecordLateOutcome(ctx, op, domain.RecordLateOutcome{ExecutionID: x, LeaseEpoch: 1, Outcome: domain.Completed, ProviderReference: "re_" + string(op)}, by))
+			must(h.RecordLateOutcome(ctx, op, domain.RecordLateOutcome{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret, Outcome: domain.Completed, ProviderReference: "re_" + string(op)}, by))
 		case 3: // NotApplied, then a second attempt that completes
 			record(domain.NotApplied, "")
 			_, _, err = h.Decide(ctx, op, domain.Decide{Approver: "agent-7", ApprovalLimitMinor: 50_000, Facts: facts}, by)

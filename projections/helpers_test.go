@@ -198,13 +198,14 @@ func (e *env) requireSameRows(a, b string) {
 
 // op drives one operation through the command handler.
 type op struct {
-	e  *env
-	id domain.OperationID
+	e       *env
+	id      domain.OperationID
+	secrets map[domain.ExecutionID]string // lease secrets the claims returned
 }
 
 func (e *env) request(id string, amount int64) *op {
 	e.t.Helper()
-	o := &op{e: e, id: domain.OperationID(id)}
+	o := &op{e: e, id: domain.OperationID(id), secrets: map[domain.ExecutionID]string{}}
 	_, err := e.h.RequestOperation(e.t.Context(), domain.RequestOperation{
 		OperationID: o.id, OrderID: "ORD-" + id, AmountMinor: amount, Currency: "EUR",
 		OrderTotalMinor: 100_000, CorrelationID: domain.CorrelationID("COR-" + id), RequestedBy: "agent-7",
@@ -240,6 +241,9 @@ func (o *op) claim(msg string, c domain.CapabilityID) ledger.ClaimOutcome {
 	o.e.t.Helper()
 	out, err := o.e.h.Claim(o.e.t.Context(), o.id, domain.Claim{MessageID: domain.MessageID(msg), CapabilityID: c, WorkerID: "worker-a", CorrelationID: domain.CorrelationID("COR-" + string(o.id))})
 	require.NoError(o.e.t, err)
+	if out.Status == domain.StatusClaimed {
+		o.secrets[out.ExecutionID] = out.LeaseSecret
+	}
 	return out
 }
 
@@ -254,12 +258,12 @@ func (o *op) execute(msg string) domain.ExecutionID {
 
 func (o *op) record(x domain.ExecutionID, outcome domain.Outcome, ref string) {
 	o.e.t.Helper()
-	require.NoError(o.e.t, o.e.h.RecordOutcome(o.e.t.Context(), o.id, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, Outcome: outcome, ProviderReference: ref, Detail: "provider said so"}, ledger.Cause{Actor: "worker-a"}))
+	require.NoError(o.e.t, o.e.h.RecordOutcome(o.e.t.Context(), o.id, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: o.secrets[x], Outcome: outcome, ProviderReference: ref, Detail: "provider said so"}, ledger.Cause{Actor: "worker-a"}))
 }
 
 func (o *op) renew(x domain.ExecutionID) {
 	o.e.t.Helper()
-	_, err := o.e.h.RenewLease(o.e.t.Context(), o.id, domain.RenewLease{ExecutionID: x, LeaseEpoch: 1, WorkerID: "worker-a"})
+	_, err := o.e.h.RenewLease(o.e.t.Context(), o.id, domain.RenewLease{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: o.secrets[x], WorkerID: "worker-a"}, ledger.Cause{})
 	require.NoError(o.e.t, err)
 }
 
@@ -271,7 +275,7 @@ func (o *op) lapse(x domain.ExecutionID) {
 
 func (o *op) late(x domain.ExecutionID, outcome domain.Outcome, ref string) {
 	o.e.t.Helper()
-	require.NoError(o.e.t, o.e.h.RecordLateOutcome(o.e.t.Context(), o.id, domain.RecordLateOutcome{ExecutionID: x, LeaseEpoch: 1, Outcome: outcome, ProviderReference: ref}, ledger.Cause{Actor: "worker-a"}))
+	require.NoError(o.e.t, o.e.h.RecordLateOutcome(o.e.t.Context(), o.id, domain.RecordLateOutcome{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: o.secrets[x], Outcome: outcome, ProviderReference: ref}, ledger.Cause{Actor: "worker-a"}))
 }
 
 func (o *op) reconcile(x domain.ExecutionID, outcome domain.Outcome, ref string) {
@@ -287,7 +291,7 @@ func (o *op) escalate(x domain.ExecutionID) {
 // staleWrite makes an executor write under a stale epoch: a WriteRefused.
 func (o *op) staleWrite(x domain.ExecutionID) {
 	o.e.t.Helper()
-	err := o.e.h.RecordOutcome(o.e.t.Context(), o.id, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 7, Outcome: domain.Completed, ProviderReference: "re_stale"}, ledger.Cause{Actor: "worker-z"})
+	err := o.e.h.RecordOutcome(o.e.t.Context(), o.id, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 7, LeaseSecret: o.secrets[x], Outcome: domain.Completed, ProviderReference: "re_stale"}, ledger.Cause{Actor: "worker-z"})
 	require.Error(o.e.t, err)
 }
 

@@ -324,7 +324,7 @@ func testThursdayAndFriday(t *testing.T, on backend) {
 			at("14:02:13")
 			s.arm(sim.FaultLoseResponseAfterCommit)
 			wa, err := worker.New(worker.Config{ID: "worker-a", Ledger: harness.CrashAfterClaim{Ledger: s.w.Ledger}, Provider: s.w.Provider,
-				Clock: s.w.Clock, After: s.w.WorkerTimers.After, RecordAttempts: 1})
+				Clock: s.w.Clock, After: s.w.WorkerTimers.After})
 			require.NoError(t, err)
 			a := s.deliver(wa, r.Delivery("MSG-55A"))
 			require.Equal(t, domain.StatusClaimed, a.Claim.Status)

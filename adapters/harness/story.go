@@ -62,7 +62,7 @@ func RunStory(ctx context.Context, w *World, out io.Writer, courier Courier) (Su
 		return sum, err
 	}
 	a, err := worker.New(worker.Config{ID: "worker-a", Ledger: CrashAfterClaim{w.Ledger}, Provider: w.Provider,
-		Clock: w.Clock, Logger: w.Logger, After: w.WorkerTimers.After, RecordAttempts: 1})
+		Clock: w.Clock, Logger: w.Logger, After: w.WorkerTimers.After})
 	if err != nil {
 		return sum, err
 	}
@@ -167,7 +167,7 @@ type CrashAfterClaim struct{ worker.Ledger }
 var ErrProcessGone = errors.New("process recycled")
 
 // RenewLease implements worker.Ledger: the process is gone.
-func (CrashAfterClaim) RenewLease(context.Context, domain.OperationID, domain.RenewLease) (domain.LeaseRenewed, error) {
+func (CrashAfterClaim) RenewLease(context.Context, domain.OperationID, domain.RenewLease, ledger.Cause) (domain.LeaseRenewed, error) {
 	return domain.LeaseRenewed{}, ErrProcessGone
 }
 

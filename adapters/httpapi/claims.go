@@ -33,6 +33,10 @@ type claimResponse struct {
 	ExecutionState domain.ExecutionState `json:"execution_state,omitempty"`
 	LeaseEpoch     int64                 `json:"lease_epoch,omitempty"`
 	LeaseExpiresAt *time.Time            `json:"lease_expires_at,omitempty"`
+	// LeaseSecret, when Claimed, binds the lease to this caller: present it
+	// on every renewal and outcome for the execution. It is answered once,
+	// here; the ledger keeps only its digest.
+	LeaseSecret    string                `json:"lease_secret,omitempty"`
 	IdempotencyKey domain.IdempotencyKey `json:"idempotency_key,omitempty"`
 	AmountMinor    int64                 `json:"amount_minor,omitempty"`
 	Currency       string                `json:"currency,omitempty"`
@@ -47,7 +51,10 @@ type claimResponse struct {
 // operation and attempt; the ledger judges whether it is still unused and
 // records every answer. Every answer the ledger recorded is 200 with its
 // status; when the answer could not be recorded (the store unreachable) it is
-// 503 and never Claimed.
+// 503 and never Claimed. A Claimed answer carries the lease secret, so it is
+// sent with Cache-Control: no-store and is never logged; a caller that loses
+// it cannot write for the execution (its lease lapses to Unknown and the
+// reconciler asks the provider).
 func (s *Server) claim(w http.ResponseWriter, r *http.Request, who Principal) (reply, error) {
 	var req claimRequest
 	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
@@ -67,7 +74,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, who Principal) (r
 		return reply{}, err // never Claimed: nothing may execute
 	}
 	s.cfg.Metrics.ObserveClaim(out.Status, out.Reason)
-	return ok(claimAnswer(out)), nil
+	rep := ok(claimAnswer(out))
+	rep.header = http.Header{"Cache-Control": {"no-store"}}
+	return rep, nil
 }
 
 // refuseToken records a presentation whose token does not verify and
@@ -113,6 +122,7 @@ func claimAnswer(out ledger.ClaimOutcome) claimResponse {
 		exp := c.LeaseExpiresAt.UTC()
 		resp.ExecutionID, resp.ExecutionState = c.ExecutionID, domain.ExecExecuting
 		resp.LeaseEpoch, resp.LeaseExpiresAt, resp.IdempotencyKey = c.LeaseEpoch, &exp, c.IdempotencyKey
+		resp.LeaseSecret = out.LeaseSecret
 		resp.AmountMinor, resp.Currency, resp.OrderID = out.Operation.AmountMinor, out.Operation.Currency, out.Operation.OrderID
 	}
 	return resp

@@ -33,12 +33,18 @@ func TestClaimAnswers(t *testing.T) {
 	require.Equal(t, "EUR", r.str("currency"))
 	require.Equal(t, "ORD-claim-1", r.str("order_id"))
 	require.Equal(t, start.Add(domain.DefaultLeaseDuration).Format("2006-01-02T15:04:05Z07:00"), r.str("lease_expires_at"))
+	require.Len(t, r.str("lease_secret"), 43, "the lease secret: 32 random bytes, base64url")
+	require.Equal(t, "no-store", r.header.Get("Cache-Control"))
+	s, err := e.h.Load(t.Context(), op)
+	require.NoError(t, err)
+	require.Equal(t, domain.LeaseSecretDigest(r.str("lease_secret")), s.Executions[0].HeldLeases[0].SecretDigest, "the ledger keeps its digest")
 
 	// The same message again: a transport duplicate, reported, not executed.
 	r = e.must(http.StatusOK, e.claim(op, "MSG-1", token))
 	require.Equal(t, "DuplicateDelivery", r.str("status"))
 	require.Equal(t, string(domain.ReasonDeliveryDuplicate), r.str("reason"))
 	require.Equal(t, "Executing", r.str("execution_state"))
+	require.Empty(t, r.str("lease_secret"), "only the claim that opened the execution holds its lease")
 
 	// The spent token on a new message: a replay.
 	r = e.must(http.StatusOK, e.claim(op, "MSG-2", token))

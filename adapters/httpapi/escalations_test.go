@@ -19,7 +19,7 @@ func (e *env) escalate(key string) (domain.OperationID, domain.ExecutionID) {
 	_, err := e.h.LapseLease(e.t.Context(), op, domain.LapseLease{ExecutionID: x}, ledgerCause)
 	require.NoError(e.t, err)
 	e.must(http.StatusConflict, e.post(httpapi.RoleWorker, "/v1/executions/"+string(x)+"/outcome",
-		map[string]any{"lease_epoch": 1, "outcome": "Unknown", "detail": "timeout after sending"}))
+		map[string]any{"lease_epoch": 1, "lease_secret": e.secret(x), "outcome": "Unknown", "detail": "timeout after sending"}))
 	require.NoError(e.t, e.h.Escalate(e.t.Context(), op, domain.Escalate{
 		ExecutionID: x, Reason: "provider lookup inconclusive", Detail: "5 lookups failed",
 	}, ledgerCause))
@@ -102,7 +102,7 @@ func TestEscalationsQueueAndResolve(t *testing.T) {
 		map[string]any{"outcome": "NotApplied", "evidence": "x"}))
 	require.Equal(t, string(domain.ReasonExecutionNotUnknown), r.code())
 	e.must(http.StatusOK, e.post(httpapi.RoleWorker, "/v1/executions/"+string(x3)+"/outcome",
-		map[string]any{"lease_epoch": 1, "outcome": "Unknown", "detail": "connection reset"}))
+		map[string]any{"lease_epoch": 1, "lease_secret": e.secret(x3), "outcome": "Unknown", "detail": "connection reset"}))
 	e.must(http.StatusOK, e.post(httpapi.RoleOperator, "/v1/executions/"+string(x3)+"/resolve",
 		map[string]any{"outcome": "NotApplied", "evidence": "provider has no refund for this key"}))
 	s, err = e.h.Load(t.Context(), op3)

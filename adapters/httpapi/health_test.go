@@ -41,8 +41,8 @@ func TestMetrics(t *testing.T) {
 	op, x := e.execute("metrics-1")
 	e.claim(op, "MSG-metrics-1", "forged.token")
 	e.must(http.StatusOK, e.post(httpapi.RoleWorker, "/v1/executions/"+string(x)+"/outcome",
-		map[string]any{"lease_epoch": 1, "outcome": "Unknown", "detail": "timeout"}))
-	e.must(http.StatusConflict, e.post(httpapi.RoleWorker, "/v1/executions/"+string(x)+"/lease", map[string]any{"lease_epoch": 1}))
+		map[string]any{"lease_epoch": 1, "lease_secret": e.secret(x), "outcome": "Unknown", "detail": "timeout"}))
+	e.must(http.StatusConflict, e.post(httpapi.RoleWorker, "/v1/executions/"+string(x)+"/lease", map[string]any{"lease_epoch": 1, "lease_secret": e.secret(x)}))
 	e.must(http.StatusOK, e.post(httpapi.RoleOperator, "/v1/test-clock", map[string]any{"advance": "90s"}))
 
 	m := e.api.Metrics()

@@ -61,6 +61,8 @@ type env struct {
 	api     *httpapi.Server
 	srv     *httptest.Server
 	metrics *httpapi.Metrics
+	// secrets are the lease secrets claims made by execute returned.
+	secrets map[domain.ExecutionID]string
 }
 
 // newEnv starts an API; tune adjusts its config before New.
@@ -68,7 +70,8 @@ func newEnv(t *testing.T, tune func(*httpapi.Config)) *env {
 	t.Helper()
 	store := pgtest.OpenStore(t)
 	url, schema := pgtest.Schema(t)
-	e := &env{t: t, store: store, schema: schema, pool: openPool(t, url), clock: clock.NewOffset(clock.NewManual(start))}
+	e := &env{t: t, store: store, schema: schema, pool: openPool(t, url), clock: clock.NewOffset(clock.NewManual(start)),
+		secrets: map[domain.ExecutionID]string{}}
 	_, err := projections.Migrate(t.Context(), e.pool, schema)
 	require.NoError(t, err)
 	e.h, err = ledger.New(ledger.Config{Store: store, Clock: e.clock, AppendRetryBackoff: time.Millisecond})
@@ -225,7 +228,18 @@ func (e *env) execute(key string) (domain.OperationID, domain.ExecutionID) {
 	_, token := e.allow(op)
 	r := e.must(http.StatusOK, e.claim(op, "MSG-"+key, token))
 	require.Equal(e.t, "Claimed", r.str("status"), "body: %s", r.raw)
-	return op, domain.ExecutionID(r.str("execution_id"))
+	x := domain.ExecutionID(r.str("execution_id"))
+	require.NotEmpty(e.t, r.str("lease_secret"))
+	e.secrets[x] = r.str("lease_secret")
+	return op, x
+}
+
+// secret is the lease secret execute's claim of x returned.
+func (e *env) secret(x domain.ExecutionID) string {
+	e.t.Helper()
+	s, found := e.secrets[x]
+	require.True(e.t, found, "no claim of %s by execute", x)
+	return s
 }
 
 // streamVersion is the operation stream's version, read from the store.

@@ -30,8 +30,8 @@ func (l *instrumentedLedger) Claim(ctx context.Context, op domain.OperationID, c
 	return out, err
 }
 
-func (l *instrumentedLedger) RenewLease(ctx context.Context, op domain.OperationID, cmd domain.RenewLease) (domain.LeaseRenewed, error) {
-	ev, err := l.next.RenewLease(ctx, op, cmd)
+func (l *instrumentedLedger) RenewLease(ctx context.Context, op domain.OperationID, cmd domain.RenewLease, by ledger.Cause) (domain.LeaseRenewed, error) {
+	ev, err := l.next.RenewLease(ctx, op, cmd, by)
 	l.refused(err)
 	return ev, err
 }

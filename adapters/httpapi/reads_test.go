@@ -17,7 +17,7 @@ func TestReads(t *testing.T) {
 	e := newEnv(t, nil)
 	op, x := e.execute("read-1")
 	e.must(http.StatusOK, e.post(httpapi.RoleWorker, "/v1/executions/"+string(x)+"/outcome",
-		map[string]any{"lease_epoch": 1, "outcome": "Completed", "provider_reference": "re_9"}))
+		map[string]any{"lease_epoch": 1, "lease_secret": e.secret(x), "outcome": "Completed", "provider_reference": "re_9"}))
 	_, token := e.allow(e.create("read-2"))
 	for _, msg := range []string{"MSG-R1", "MSG-R2", "MSG-R3"} { // spent authority, three new messages
 		e.claim(op, msg, token) // a token of read-2 presented for read-1: Invalid

@@ -57,10 +57,12 @@ type story struct {
 	h     *ledger.Handler
 	sweep *recovery.Sweeper
 	recon *recovery.Reconciler
+	// secrets are the lease secrets the claims returned.
+	secrets map[domain.ExecutionID]string
 }
 
 func newStory(t *testing.T, store eventstore.Store) *story {
-	s := &story{t: t, ctx: context.Background(), store: store, clk: clock.NewManual(t0)}
+	s := &story{t: t, ctx: context.Background(), store: store, clk: clock.NewManual(t0), secrets: map[domain.ExecutionID]string{}}
 	var err error
 	s.h, err = ledger.New(ledger.Config{Store: store, Clock: s.clk, Logger: quiet, AppendRetryBackoff: time.Millisecond})
 	require.NoError(t, err)
@@ -106,17 +108,20 @@ func (s *story) present(op domain.OperationID, msg domain.MessageID, c domain.Ca
 	s.t.Helper()
 	out, err := s.h.Claim(s.ctx, op, domain.Claim{MessageID: msg, CorrelationID: "COR-2210", CapabilityID: c, WorkerID: worker, ExecutionID: x})
 	require.NoError(s.t, err)
+	if out.Status == domain.StatusClaimed {
+		s.secrets[out.ExecutionID] = out.LeaseSecret
+	}
 	return out
 }
 
 func (s *story) record(op domain.OperationID, x domain.ExecutionID, worker string, o domain.Outcome, ref, detail string) error {
-	return s.h.RecordOutcome(s.ctx, op, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, Outcome: o, ProviderReference: ref, Detail: detail},
+	return s.h.RecordOutcome(s.ctx, op, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: s.secrets[x], Outcome: o, ProviderReference: ref, Detail: detail},
 		ledger.Cause{Actor: worker, CausationID: string(x)})
 }
 
 func (s *story) renew(op domain.OperationID, x domain.ExecutionID, worker string) {
 	s.t.Helper()
-	_, err := s.h.RenewLease(s.ctx, op, domain.RenewLease{ExecutionID: x, LeaseEpoch: 1, WorkerID: worker})
+	_, err := s.h.RenewLease(s.ctx, op, domain.RenewLease{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: s.secrets[x], WorkerID: worker}, ledger.Cause{Actor: worker})
 	require.NoError(s.t, err)
 }
 
@@ -209,7 +214,7 @@ func (s *story) write() int64 {
 	n, err = s.sweep.SweepOnce(s.ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.NoError(t, s.h.RecordLateOutcome(s.ctx, opLate, domain.RecordLateOutcome{ExecutionID: "EXE-5005", LeaseEpoch: 1,
+	require.NoError(t, s.h.RecordLateOutcome(s.ctx, opLate, domain.RecordLateOutcome{ExecutionID: "EXE-5005", LeaseEpoch: 1, LeaseSecret: s.secrets["EXE-5005"],
 		Outcome: domain.Completed, ProviderReference: "re_sim00000005", Detail: "200 after the lease was lost"}, ledger.Cause{Actor: "worker-a", CausationID: "EXE-5005"}))
 
 	// OP-5006: refusals of every kind, all recorded; its execution is still running at the end.

@@ -91,6 +91,12 @@ func (h *Handler) RevokeCapability(ctx context.Context, op domain.OperationID, c
 type ClaimOutcome struct {
 	domain.ClaimResult
 	Operation *domain.Operation
+	// LeaseSecret, when Status is Claimed, is the secret that binds the new
+	// execution's lease to this caller: every renewal, outcome and late
+	// outcome for the execution must present it. It is handed out here
+	// only, once; the ledger keeps its digest (Claimed.LeaseSecretDigest),
+	// never the secret. Never log it.
+	LeaseSecret string
 }
 
 // Claim presents a capability for operation op. Every answer but a store
@@ -100,8 +106,15 @@ type ClaimOutcome struct {
 //
 // On any error, nothing may be executed: ErrUnavailable in particular means
 // the claim's fate is not known to this caller (invariant 8).
+//
+// The handler mints the lease secret (cmd.LeaseSecretDigest is overwritten
+// with its digest): a Claimed answer carries it in LeaseSecret. A caller
+// that loses the answer cannot write for the execution; its lease lapses to
+// Unknown and the reconciler asks the provider.
 func (h *Handler) Claim(ctx context.Context, op domain.OperationID, cmd domain.Claim) (ClaimOutcome, error) {
 	by := Cause{Actor: cmd.WorkerID, CausationID: string(cmd.MessageID), CorrelationID: cmd.CorrelationID}
+	secret := NewLeaseSecret()
+	cmd.LeaseSecretDigest = domain.LeaseSecretDigest(secret)
 	var result domain.ClaimResult
 	state, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
 		c := cmd
@@ -122,7 +135,11 @@ func (h *Handler) Claim(ctx context.Context, op domain.OperationID, cmd domain.C
 	if err != nil {
 		return ClaimOutcome{}, err
 	}
-	return ClaimOutcome{ClaimResult: result, Operation: state}, nil
+	out := ClaimOutcome{ClaimResult: result, Operation: state}
+	if result.Status == domain.StatusClaimed {
+		out.LeaseSecret = secret
+	}
+	return out, nil
 }
 
 func (h *Handler) claimUnattributed(ctx context.Context, op domain.OperationID, cmd domain.Claim, by Cause) (ClaimOutcome, error) {
@@ -147,11 +164,18 @@ func (h *Handler) RecordUnattributed(ctx context.Context, ev domain.Presentation
 	return nil
 }
 
-// RenewLease extends the lease under its epoch; a *domain.Refusal with
-// lease.lost means the caller must stop: cancel its provider calls and start
-// no further request.
-func (h *Handler) RenewLease(ctx context.Context, op domain.OperationID, cmd domain.RenewLease) (domain.LeaseRenewed, error) {
-	_, events, err := h.Execute(ctx, op, Cause{Actor: cmd.WorkerID, CausationID: string(cmd.ExecutionID)}, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+// RenewLease extends the lease under its epoch, by the holder of its secret;
+// a *domain.Refusal with lease.lost or lease.not-held means the caller must
+// stop: cancel its provider calls and start no further request. by.Actor
+// defaults to the command's worker id (kept escaped if it is not printable).
+func (h *Handler) RenewLease(ctx context.Context, op domain.OperationID, cmd domain.RenewLease, by Cause) (domain.LeaseRenewed, error) {
+	if by.Actor == "" {
+		by.Actor, _ = domain.EvidenceText(cmd.WorkerID, domain.MaxIDLength)
+	}
+	if by.CausationID == "" {
+		by.CausationID = string(cmd.ExecutionID)
+	}
+	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
 		return s.RenewLease(cmd, now)
 	})
 	if err != nil {
@@ -160,13 +184,28 @@ func (h *Handler) RenewLease(ctx context.Context, op domain.OperationID, cmd dom
 	return events[0].(domain.LeaseRenewed), nil
 }
 
-// RecordOutcome records the executor's result, conditional on its epoch.
+// RecordOutcome records the executor's result, conditional on its epoch and
+// its lease secret. A refusal was recorded (WriteRefused) before it returns.
 func (h *Handler) RecordOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordOutcome, by Cause) error {
 	if by.CausationID == "" {
 		by.CausationID = string(cmd.ExecutionID)
 	}
 	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
 		return s.RecordOutcome(cmd, now)
+	})
+	return err
+}
+
+// RefuseWrite records an executor write an edge refused before it became a
+// command, and returns cmd.Refusal once the evidence is recorded (or the
+// store's error if it could not be; or the model's refusal when the write
+// names no execution of op, which records nothing).
+func (h *Handler) RefuseWrite(ctx context.Context, op domain.OperationID, cmd domain.RefuseWrite, by Cause) error {
+	if by.CausationID == "" {
+		by.CausationID = string(cmd.ExecutionID)
+	}
+	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.RefuseWrite(cmd, now)
 	})
 	return err
 }
@@ -183,8 +222,11 @@ func (h *Handler) LapseLease(ctx context.Context, op domain.OperationID, cmd dom
 }
 
 // RecordLateOutcome records a stale executor's definite result for its own
-// Unknown execution.
+// Unknown execution, proven by the secret of the lease it held.
 func (h *Handler) RecordLateOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordLateOutcome, by Cause) error {
+	if by.CausationID == "" {
+		by.CausationID = string(cmd.ExecutionID)
+	}
 	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
 		return s.RecordLateOutcome(cmd, now)
 	})

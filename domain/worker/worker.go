@@ -20,7 +20,7 @@ import (
 // implements it; so can a client of the HTTP API.
 type Ledger interface {
 	Claim(ctx context.Context, op domain.OperationID, cmd domain.Claim) (ledger.ClaimOutcome, error)
-	RenewLease(ctx context.Context, op domain.OperationID, cmd domain.RenewLease) (domain.LeaseRenewed, error)
+	RenewLease(ctx context.Context, op domain.OperationID, cmd domain.RenewLease, by ledger.Cause) (domain.LeaseRenewed, error)
 	RecordOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordOutcome, by ledger.Cause) error
 	RecordLateOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordLateOutcome, by ledger.Cause) error
 }
@@ -64,14 +64,21 @@ type Config struct {
 	// ProviderTimeout is the longest one provider call may take, retries
 	// included (default 30s). The worker bounds the call with it.
 	ProviderTimeout time.Duration
-	// RecordAttempts bounds how often recording the outcome is retried when
-	// the store is unavailable (default 5); after that the lease lapses and
-	// reconciliation takes over.
-	RecordAttempts int
-	RecordBackoff  time.Duration // default 100ms, doubled per retry
-	// RecordTimeout bounds recording the outcome, retries included (default
-	// 15s). Recording outlives the delivery's context: it is what we most
-	// need to keep.
+	// RecordBackoff is the first pause between attempts to record the
+	// outcome while the store is unavailable (default 100ms); it doubles per
+	// retry up to RecordBackoffMax (default 1s). Recording a definite
+	// outcome is retried for as long as the lease allows: until the lease
+	// expires by Clock (the worker renews it meanwhile whenever the store
+	// answers), so an outage shorter than the lease costs no known result.
+	// When the lease expires first, the outcome is not recorded: the lease
+	// lapses to Unknown and reconciliation asks the provider. At most
+	// LeaseDuration/RecordBackoff+1 attempts are made, whatever the clock
+	// says.
+	RecordBackoff    time.Duration
+	RecordBackoffMax time.Duration
+	// RecordTimeout bounds recording on the wall clock, late evidence
+	// included (default: LeaseDuration). Recording outlives the delivery's
+	// context: it is what we most need to keep.
 	RecordTimeout time.Duration
 	// After waits for d on the wall clock (default time.After); tests may
 	// substitute it to drive renewals.
@@ -94,9 +101,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	cfg.LeaseDuration = cmp.Or(cfg.LeaseDuration, domain.DefaultLeaseDuration)
 	cfg.ProviderTimeout = cmp.Or(cfg.ProviderTimeout, 30*time.Second)
-	cfg.RecordAttempts = cmp.Or(cfg.RecordAttempts, 5)
 	cfg.RecordBackoff = cmp.Or(cfg.RecordBackoff, 100*time.Millisecond)
-	cfg.RecordTimeout = cmp.Or(cfg.RecordTimeout, 15*time.Second)
+	cfg.RecordBackoffMax = cmp.Or(cfg.RecordBackoffMax, time.Second)
+	cfg.RecordTimeout = cmp.Or(cfg.RecordTimeout, cfg.LeaseDuration)
 	switch {
 	case cfg.ID == "":
 		return nil, errors.New("worker: config: ID is required")
@@ -106,6 +113,9 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: config: lease %s must be longer than the provider timeout %s", cfg.LeaseDuration, cfg.ProviderTimeout)
 	case cfg.LeaseDuration > domain.MaxLeaseDuration:
 		return nil, fmt.Errorf("worker: config: lease %s longer than %s", cfg.LeaseDuration, domain.MaxLeaseDuration)
+	case cfg.RecordBackoff < 0 || cfg.RecordBackoffMax < cfg.RecordBackoff || cfg.RecordTimeout < 0:
+		return nil, fmt.Errorf("worker: config: record backoff %s must be positive and at most its maximum %s, the record timeout positive",
+			cfg.RecordBackoff, cfg.RecordBackoffMax)
 	}
 	return &Worker{cfg: cfg}, nil
 }
@@ -145,11 +155,11 @@ func (w *Worker) Handle(ctx context.Context, d Delivery) (Result, error) {
 		OperationID: op.ID, OrderID: op.OrderID, AmountMinor: op.AmountMinor, Currency: op.Currency,
 		IdempotencyKey: c.IdempotencyKey,
 	}
-	lease := w.holdLease(ctx, d.OperationID, c, log)
+	lease := w.holdLease(ctx, d.OperationID, c, claim.LeaseSecret, log)
 	callCtx, cancelCall := context.WithTimeout(lease.ctx, w.cfg.ProviderTimeout)
 	result := w.cfg.Provider.CreateRefund(callCtx, req)
 	cancelCall()
-	lost := lease.stop()
+	lost, expires := lease.stop()
 	res.Executed, res.Outcome, res.Reference = true, result.Outcome, result.ProviderReference
 	log = log.With("execution_id", c.ExecutionID, "outcome", result.Outcome, "provider_reference", result.ProviderReference)
 
@@ -157,24 +167,31 @@ func (w *Worker) Handle(ctx context.Context, d Delivery) (Result, error) {
 	// context ends now (a shutdown): record on a detached, bounded context.
 	recordCtx, cancelRecord := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
 	defer cancelRecord()
-	res.Recorded = w.record(recordCtx, d.OperationID, c, result, lost, log)
+	res.Recorded = w.record(recordCtx, held{op: d.OperationID, c: c, secret: claim.LeaseSecret, lost: lost, expires: expires}, result, log)
 	return res, nil
+}
+
+// held is the lease a worker recorded under: its execution, the secret the
+// claim returned (never logged), whether it was lost during the call and its
+// expiry as last confirmed.
+type held struct {
+	op      domain.OperationID
+	c       *domain.Claimed
+	secret  string
+	lost    bool
+	expires time.Time
 }
 
 // ErrMalformedDelivery marks a delivery the ledger refused as malformed (a bad
 // identifier). Transports dead-letter it.
 var ErrMalformedDelivery = errors.New("malformed delivery")
 
-// record writes the outcome under the epoch; if the lease was lost, a
+// record writes the outcome under the lease; if the lease was lost, a
 // definite outcome may only be recorded as late evidence for this execution.
-func (w *Worker) record(ctx context.Context, op domain.OperationID, c *domain.Claimed, r domain.RefundResult, lost bool, log *slog.Logger) string {
-	by := ledger.Cause{Actor: w.cfg.ID, CausationID: string(c.ExecutionID)}
-	err := w.retry(ctx, func() error {
-		return w.cfg.Ledger.RecordOutcome(ctx, op, domain.RecordOutcome{
-			ExecutionID: c.ExecutionID, LeaseEpoch: c.LeaseEpoch, Outcome: r.Outcome,
-			ProviderReference: r.ProviderReference, Detail: r.Detail,
-		}, by)
-	})
+func (w *Worker) record(ctx context.Context, l held, r domain.RefundResult, log *slog.Logger) string {
+	r = sanitized(r, log)
+	by := ledger.Cause{Actor: w.cfg.ID, CausationID: string(l.c.ExecutionID)}
+	err := w.recordUnderLease(ctx, l, r, by, log)
 	if err == nil {
 		return "outcome"
 	}
@@ -183,13 +200,13 @@ func (w *Worker) record(ctx context.Context, op domain.OperationID, c *domain.Cl
 		log.ErrorContext(ctx, "outcome not recorded; the lease will lapse and reconciliation will ask the provider", "err", err)
 		return ""
 	}
-	log.WarnContext(ctx, "lease lost while executing", "lost_before_record", lost)
+	log.WarnContext(ctx, "lease lost while executing", "lost_before_record", l.lost)
 	if !r.Outcome.Definite() {
 		return ""
 	}
 	err = w.retry(ctx, func() error {
-		return w.cfg.Ledger.RecordLateOutcome(ctx, op, domain.RecordLateOutcome{
-			ExecutionID: c.ExecutionID, LeaseEpoch: c.LeaseEpoch, Outcome: r.Outcome,
+		return w.cfg.Ledger.RecordLateOutcome(ctx, l.op, domain.RecordLateOutcome{
+			ExecutionID: l.c.ExecutionID, LeaseEpoch: l.c.LeaseEpoch, LeaseSecret: l.secret, Outcome: r.Outcome,
 			ProviderReference: r.ProviderReference, Detail: r.Detail,
 		}, by)
 	})
@@ -200,21 +217,97 @@ func (w *Worker) record(ctx context.Context, op domain.OperationID, c *domain.Cl
 	return "late-outcome"
 }
 
-// retry runs f until it succeeds, fails with anything but an unavailable
-// store, or RecordAttempts is spent.
+// errLeaseExpired is wrapped when recording stopped because the lease expired
+// while the store could not be written.
+var errLeaseExpired = errors.New("the lease expired before the outcome could be recorded")
+
+// recordUnderLease records r under the lease, retrying a transient failure
+// while the lease allows, and renewing the lease every third of its length
+// meanwhile (when the store answers a renewal, the lease, and so the time to
+// record, is extended). It returns nil once recorded, the refusal of the
+// record or of a renewal (the lease is lost), or the last store error once
+// the lease expired by Clock, ctx ended or maxTries attempts were made.
+func (w *Worker) recordUnderLease(ctx context.Context, l held, r domain.RefundResult, by ledger.Cause, log *slog.Logger) error {
+	expires, renewedAt := l.expires, l.expires.Add(-w.cfg.LeaseDuration)
+	backoff := w.cfg.RecordBackoff
+	for try := 1; ; try++ {
+		err := w.cfg.Ledger.RecordOutcome(ctx, l.op, domain.RecordOutcome{
+			ExecutionID: l.c.ExecutionID, LeaseEpoch: l.c.LeaseEpoch, LeaseSecret: l.secret, Outcome: r.Outcome,
+			ProviderReference: r.ProviderReference, Detail: r.Detail,
+		}, by)
+		if err == nil || !transient(err) || try >= w.maxTries() {
+			return err
+		}
+		if now := w.cfg.Clock.Now(); now.Sub(renewedAt) >= w.cfg.LeaseDuration/3 {
+			renewed, rerr := w.cfg.Ledger.RenewLease(ctx, l.op, domain.RenewLease{
+				ExecutionID: l.c.ExecutionID, LeaseEpoch: l.c.LeaseEpoch, LeaseSecret: l.secret, WorkerID: w.cfg.ID,
+				LeaseDuration: w.cfg.LeaseDuration,
+			}, by)
+			var refusal *domain.Refusal
+			switch {
+			case rerr == nil:
+				expires, renewedAt = renewed.LeaseExpiresAt, now
+			case errors.As(rerr, &refusal):
+				return rerr
+			}
+		}
+		log.WarnContext(ctx, "outcome not recorded yet; retrying while the lease allows", "attempt", try, "lease_expires_at", expires, "err", err)
+		if !w.pause(ctx, backoff) {
+			return err
+		}
+		backoff = min(2*backoff, w.cfg.RecordBackoffMax)
+		if !w.cfg.Clock.Now().Before(expires) {
+			return fmt.Errorf("%w (at %s): %w", errLeaseExpired, expires.UTC().Format(time.RFC3339), err)
+		}
+	}
+}
+
+// retry runs f until it succeeds, fails with anything but a transient
+// error, ctx ends (RecordTimeout), or maxTries attempts were made.
 func (w *Worker) retry(ctx context.Context, f func() error) error {
 	backoff := w.cfg.RecordBackoff
-	var err error
-	for i := 0; i < w.cfg.RecordAttempts; i++ {
-		if err = f(); err == nil || !isUnavailable(err) {
+	for try := 1; ; try++ {
+		err := f()
+		if err == nil || !transient(err) || try >= w.maxTries() || !w.pause(ctx, backoff) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-w.cfg.After(backoff):
-		}
-		backoff *= 2
+		backoff = min(2*backoff, w.cfg.RecordBackoffMax)
 	}
-	return err
+}
+
+// maxTries bounds every recording loop whatever the clock says: each pause is
+// at least RecordBackoff, and recording under a lease stops at its expiry, so
+// no more attempts than this fit in one lease.
+func (w *Worker) maxTries() int { return int(w.cfg.LeaseDuration/w.cfg.RecordBackoff) + 1 }
+
+// pause waits d (by After) and reports false if ctx ended first.
+func (w *Worker) pause(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-w.cfg.After(d):
+		return true
+	}
+}
+
+// escapedNote starts a recorded detail whose provider text had to be escaped
+// or cut.
+const escapedNote = "[provider text escaped] "
+
+// sanitized makes what the provider said safe to record: the classified
+// detail and reference may carry the provider's own text, and a control
+// character in it must never cost a definite outcome (the ledger refuses
+// such text). Both are escaped and cut as domain.EvidenceText does, and the
+// detail then says so.
+func sanitized(r domain.RefundResult, log *slog.Logger) domain.RefundResult {
+	ref, refAltered := domain.EvidenceText(r.ProviderReference, domain.MaxProviderReferenceLength)
+	detail, detailAltered := domain.EvidenceText(r.Detail, domain.MaxTextLength)
+	if !refAltered && !detailAltered {
+		return r
+	}
+	detail, _ = domain.EvidenceText(r.Detail, domain.MaxTextLength-len(escapedNote))
+	log.Warn("the provider's answer held text the ledger cannot store as is; recording it escaped",
+		"reference_escaped", refAltered, "detail_escaped", detailAltered)
+	r.ProviderReference, r.Detail = ref, escapedNote+detail
+	return r
 }

@@ -44,6 +44,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("UnknownOperationIsEvidence", func(t *testing.T) { t.Parallel(); unknownOperation(t, b) })
 	t.Run("StoreUnavailableNothingConsumed", func(t *testing.T) { t.Parallel(); unavailable(t, b) })
 	t.Run("RefusedWriteIsRecorded", func(t *testing.T) { t.Parallel(); refusedWriteRecorded(t, b) })
+	t.Run("LeaseBoundToHolder", func(t *testing.T) { t.Parallel(); leaseBoundToHolder(t, b) })
 }
 
 // Harness is one operation's world: a store, a clock and a handler.
@@ -179,7 +180,7 @@ func secondCapabilityWhileUnknown(t *testing.T, b Backend) {
 	out := h.Claim(h.H, "MSG-55A", first, "worker-a")
 	require.Equal(t, domain.StatusClaimed, out.Status)
 	require.NoError(t, h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{
-		ExecutionID: out.ExecutionID, LeaseEpoch: 1, Outcome: domain.Unknown, Detail: "timeout after send",
+		ExecutionID: out.ExecutionID, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret, Outcome: domain.Unknown, Detail: "timeout after send",
 	}, ledger.Cause{Actor: "worker-a"}))
 
 	second := h.Issue() // someone reissues authority instead of reconciling
@@ -215,20 +216,20 @@ func staleEpoch(t *testing.T, b Backend) {
 	ctx := context.Background()
 	h.Allow(OKFacts)
 	out := h.Claim(h.H, "MSG-1", h.Issue(), "worker-a")
-	exe := out.ExecutionID
+	exe, secret := out.ExecutionID, out.LeaseSecret
 	h.Clock.Advance(domain.DefaultLeaseDuration)
 	_, err := h.H.LapseLease(ctx, h.Op, domain.LapseLease{ExecutionID: exe}, ledger.Cause{Actor: "sweeper"})
 	require.NoError(t, err)
 
-	err = h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: exe, LeaseEpoch: 1, Outcome: domain.Completed, ProviderReference: "re_1"}, ledger.Cause{})
+	err = h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: exe, LeaseEpoch: 1, LeaseSecret: secret, Outcome: domain.Completed, ProviderReference: "re_1"}, ledger.Cause{})
 	requireReason(t, err, domain.ReasonLeaseLost)
-	_, err = h.H.RenewLease(ctx, h.Op, domain.RenewLease{ExecutionID: exe, LeaseEpoch: 1, WorkerID: "worker-a"})
+	_, err = h.H.RenewLease(ctx, h.Op, domain.RenewLease{ExecutionID: exe, LeaseEpoch: 1, LeaseSecret: secret, WorkerID: "worker-a"}, ledger.Cause{})
 	requireReason(t, err, domain.ReasonLeaseLost)
 	require.Equal(t, domain.ExecUnknown, h.State().Execution(exe).State)
 
-	require.NoError(t, h.H.RecordLateOutcome(ctx, h.Op, domain.RecordLateOutcome{ExecutionID: exe, LeaseEpoch: 1, Outcome: domain.Completed, ProviderReference: "re_1"}, ledger.Cause{}))
+	require.NoError(t, h.H.RecordLateOutcome(ctx, h.Op, domain.RecordLateOutcome{ExecutionID: exe, LeaseEpoch: 1, LeaseSecret: secret, Outcome: domain.Completed, ProviderReference: "re_1"}, ledger.Cause{}))
 	require.Equal(t, domain.ExecCompleted, h.State().Execution(exe).State)
-	err = h.H.RecordLateOutcome(ctx, h.Op, domain.RecordLateOutcome{ExecutionID: exe, LeaseEpoch: 1, Outcome: domain.NotApplied}, ledger.Cause{})
+	err = h.H.RecordLateOutcome(ctx, h.Op, domain.RecordLateOutcome{ExecutionID: exe, LeaseEpoch: 1, LeaseSecret: secret, Outcome: domain.NotApplied}, ledger.Cause{})
 	requireReason(t, err, domain.ReasonExecutionNotUnknown)
 	require.Equal(t, domain.ExecCompleted, h.State().Execution(exe).State)
 }
@@ -248,9 +249,9 @@ func duplicateWhileLeased(t *testing.T, b Backend) {
 	require.Equal(t, int64(1), s.Execution(out.ExecutionID).LeaseEpoch)
 	// worker A, fenced by nothing, renews and finishes: the duplicate's evidence
 	// made its append conflict, it reloaded and its epoch still holds.
-	_, err := h.H.RenewLease(ctx, h.Op, domain.RenewLease{ExecutionID: out.ExecutionID, LeaseEpoch: 1, WorkerID: "worker-a"})
+	_, err := h.H.RenewLease(ctx, h.Op, domain.RenewLease{ExecutionID: out.ExecutionID, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret, WorkerID: "worker-a"}, ledger.Cause{})
 	require.NoError(t, err)
-	require.NoError(t, h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: out.ExecutionID, LeaseEpoch: 1, Outcome: domain.Completed, ProviderReference: "re_1"}, ledger.Cause{}))
+	require.NoError(t, h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: out.ExecutionID, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret, Outcome: domain.Completed, ProviderReference: "re_1"}, ledger.Cause{}))
 	require.Equal(t, domain.OpCompleted, h.State().Status())
 	require.Equal(t, 1, h.CountEvents(domain.TypeDeliveryDuplicated))
 }
@@ -261,7 +262,7 @@ func newAttempt(t *testing.T, b Backend) {
 	h.Allow(OKFacts)
 	first := h.Issue()
 	out := h.Claim(h.H, "MSG-1", first, "worker-a")
-	require.NoError(t, h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: out.ExecutionID, LeaseEpoch: 1, Outcome: domain.NotApplied, Detail: "validation"}, ledger.Cause{}))
+	require.NoError(t, h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: out.ExecutionID, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret, Outcome: domain.NotApplied, Detail: "validation"}, ledger.Cause{}))
 
 	// Same capability again: spent. No new capability without a new decision.
 	require.Equal(t, domain.StatusAlreadyConsumed, h.Claim(h.H, "MSG-2", first, "worker-a").Status)
@@ -329,10 +330,83 @@ func refusedWriteRecorded(t *testing.T, b Backend) {
 	ctx := context.Background()
 	h.Allow(OKFacts)
 	out := h.Claim(h.H, "MSG-1", h.Issue(), "worker-a")
-	err := h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: out.ExecutionID, LeaseEpoch: 7, Outcome: domain.Completed, ProviderReference: "re_9"}, ledger.Cause{})
+	err := h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: out.ExecutionID, LeaseEpoch: 7, LeaseSecret: out.LeaseSecret, Outcome: domain.Completed, ProviderReference: "re_9"}, ledger.Cause{})
 	requireReason(t, err, domain.ReasonLeaseLost)
 	require.Equal(t, 1, h.CountEvents(domain.TypeWriteRefused))
 	require.Equal(t, domain.ExecExecuting, h.State().Execution(out.ExecutionID).State)
+
+	// Hostile text is refused naming its field, and still recorded, escaped.
+	err = h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: out.ExecutionID, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret,
+		Outcome: domain.Completed, ProviderReference: "re_\x00", Detail: "bad\x00text"}, ledger.Cause{Actor: "worker-a"})
+	requireReason(t, err, domain.ReasonCommandInvalid)
+	var refusal *domain.Refusal
+	require.ErrorAs(t, err, &refusal)
+	require.Equal(t, "provider_reference", refusal.Field)
+	refused := h.WriteRefusals()
+	require.Len(t, refused, 2)
+	last := refused[1]
+	require.Equal(t, `re_\x00`, last.ProviderReference)
+	require.Equal(t, `bad\x00text`, last.Detail)
+	require.Equal(t, []string{"provider_reference", "detail"}, last.Escaped)
+	require.Equal(t, domain.SecretHeld, last.SecretCheck)
+	require.Equal(t, domain.ExecExecuting, h.State().Execution(out.ExecutionID).State)
+}
+
+// leaseBoundToHolder: a second claimer that knows the execution id and its
+// epoch (anyone can read both) holds nothing: its renewal, outcome and late
+// outcome are refused lease.not-held and recorded; the holder still writes.
+func leaseBoundToHolder(t *testing.T, b Backend) {
+	h := NewHarness(t, b)
+	ctx := context.Background()
+	h.Allow(OKFacts)
+	a := h.Claim(h.H, "MSG-1", h.Issue(), "worker-a")
+	require.Len(t, a.LeaseSecret, 43, "32 random bytes, base64url without padding")
+	require.Equal(t, domain.LeaseSecretDigest(a.LeaseSecret), a.Claimed.LeaseSecretDigest)
+	require.Equal(t, domain.LeaseSecretDigest(a.LeaseSecret), h.State().Execution(a.ExecutionID).HeldLeases[0].SecretDigest)
+	dup := h.Claim(h.H, "MSG-1", a.Claimed.CapabilityID, "worker-b")
+	require.Equal(t, domain.StatusDuplicateDelivery, dup.Status)
+	require.Empty(t, dup.LeaseSecret, "only a claim that opens an execution hands out a secret")
+
+	x := a.ExecutionID
+	for _, secret := range []string{"", "guessed-secret", dup.LeaseSecret} {
+		_, err := h.H.RenewLease(ctx, h.Op, domain.RenewLease{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: secret, WorkerID: "worker-a"}, ledger.Cause{Actor: "worker-b"})
+		requireReason(t, err, domain.ReasonLeaseNotHeld)
+		err = h.H.RecordOutcome(ctx, h.Op, domain.RecordOutcome{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: secret, Outcome: domain.NotApplied}, ledger.Cause{Actor: "worker-b"})
+		requireReason(t, err, domain.ReasonLeaseNotHeld)
+	}
+	require.Equal(t, domain.ExecExecuting, h.State().Execution(x).State)
+	require.Len(t, h.WriteRefusals(), 6)
+
+	h.Clock.Advance(domain.DefaultLeaseDuration)
+	_, err := h.H.LapseLease(ctx, h.Op, domain.LapseLease{ExecutionID: x}, ledger.Cause{Actor: "sweeper"})
+	require.NoError(t, err)
+	err = h.H.RecordLateOutcome(ctx, h.Op, domain.RecordLateOutcome{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: "guessed-secret", Outcome: domain.NotApplied}, ledger.Cause{Actor: "worker-b"})
+	requireReason(t, err, domain.ReasonLeaseNotHeld)
+	require.Equal(t, domain.ExecUnknown, h.State().Execution(x).State)
+	refused := h.WriteRefusals()
+	require.Len(t, refused, 7)
+	require.Equal(t, domain.SecretWrong, refused[6].SecretCheck)
+	require.Equal(t, domain.CommandRecordLateOutcome, refused[6].Command)
+
+	require.NoError(t, h.H.RecordLateOutcome(ctx, h.Op, domain.RecordLateOutcome{ExecutionID: x, LeaseEpoch: 1, LeaseSecret: a.LeaseSecret, Outcome: domain.Completed, ProviderReference: "re_1"}, ledger.Cause{Actor: "worker-a"}))
+	require.Equal(t, domain.ExecCompleted, h.State().Execution(x).State)
+}
+
+// WriteRefusals decodes the operation stream's WriteRefused events.
+func (h *Harness) WriteRefusals() []domain.WriteRefused {
+	h.T.Helper()
+	events, err := h.Store.ReadStream(context.Background(), h.Op.StreamName(), 0, 100_000)
+	require.NoError(h.T, err)
+	var out []domain.WriteRefused
+	for _, rec := range events {
+		if rec.Type != domain.TypeWriteRefused {
+			continue
+		}
+		e, err := ledger.DecodeRecorded(rec)
+		require.NoError(h.T, err)
+		out = append(out, e.(domain.WriteRefused))
+	}
+	return out
 }
 
 func requireReason(t *testing.T, err error, reason domain.Reason) {
