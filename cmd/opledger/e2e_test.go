@@ -268,8 +268,14 @@ func TestEndToEndOverHTTP(t *testing.T) {
 		c := s.claim(op, token, "MSG-55A")
 		require.Equal(t, "Claimed", c.body["status"], c.body)
 		ref := s.refund(c)
-		o := s.call("POST", "/v1/executions/"+c.body["execution_id"].(string)+"/outcome", workerToken, map[string]any{
-			"lease_epoch": c.body["lease_epoch"], "outcome": "Completed", "provider_reference": ref,
+		path := "/v1/executions/" + c.body["execution_id"].(string) + "/outcome"
+		// Knowing the execution and its epoch is not enough: the lease's
+		// secret from the claim is.
+		forged := s.call("POST", path, workerToken, map[string]any{"lease_epoch": c.body["lease_epoch"], "outcome": "NotApplied"})
+		require.Equal(t, 409, forged.status, forged.body)
+		require.Equal(t, "lease.not-held", forged.body["error"].(map[string]any)["code"])
+		o := s.call("POST", path, workerToken, map[string]any{
+			"lease_epoch": c.body["lease_epoch"], "lease_secret": c.body["lease_secret"], "outcome": "Completed", "provider_reference": ref,
 		})
 		require.Equal(t, 200, o.status, o.body)
 
@@ -321,10 +327,11 @@ func TestEndToEndOverHTTP(t *testing.T) {
 			xs, _ := r.body["executions"].([]any)
 			return len(xs) == 1 && xs[0].(map[string]any)["lease_epoch"] == float64(2)
 		}, 30*time.Second, 50*time.Millisecond)
-		r := s.call("POST", "/v1/executions/"+exe+"/lease", workerToken, map[string]any{"lease_epoch": 1})
+		secret := c.body["lease_secret"]
+		r := s.call("POST", "/v1/executions/"+exe+"/lease", workerToken, map[string]any{"lease_epoch": 1, "lease_secret": secret})
 		require.Equal(t, 409, r.status)
 		o := s.call("POST", "/v1/executions/"+exe+"/outcome", workerToken, map[string]any{
-			"lease_epoch": 1, "outcome": "Completed", "provider_reference": "re_x",
+			"lease_epoch": 1, "lease_secret": secret, "outcome": "Completed", "provider_reference": "re_x",
 		})
 		require.Equal(t, 409, o.status)
 		require.Equal(t, "lease.lost", o.body["error"].(map[string]any)["code"])

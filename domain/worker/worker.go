@@ -189,7 +189,7 @@ var ErrMalformedDelivery = errors.New("malformed delivery")
 // record writes the outcome under the lease; if the lease was lost, a
 // definite outcome may only be recorded as late evidence for this execution.
 func (w *Worker) record(ctx context.Context, l held, r domain.RefundResult, log *slog.Logger) string {
-	r = sanitized(r, log)
+	r = sanitized(ctx, r, log)
 	by := ledger.Cause{Actor: w.cfg.ID, CausationID: string(l.c.ExecutionID)}
 	err := w.recordUnderLease(ctx, l, r, by, log)
 	if err == nil {
@@ -299,14 +299,14 @@ const escapedNote = "[provider text escaped] "
 // character in it must never cost a definite outcome (the ledger refuses
 // such text). Both are escaped and cut as domain.EvidenceText does, and the
 // detail then says so.
-func sanitized(r domain.RefundResult, log *slog.Logger) domain.RefundResult {
+func sanitized(ctx context.Context, r domain.RefundResult, log *slog.Logger) domain.RefundResult {
 	ref, refAltered := domain.EvidenceText(r.ProviderReference, domain.MaxProviderReferenceLength)
 	detail, detailAltered := domain.EvidenceText(r.Detail, domain.MaxTextLength)
 	if !refAltered && !detailAltered {
 		return r
 	}
 	detail, _ = domain.EvidenceText(r.Detail, domain.MaxTextLength-len(escapedNote))
-	log.Warn("the provider's answer held text the ledger cannot store as is; recording it escaped",
+	log.WarnContext(ctx, "the provider's answer held text the ledger cannot store as is; recording it escaped",
 		"reference_escaped", refAltered, "detail_escaped", detailAltered)
 	r.ProviderReference, r.Detail = ref, escapedNote+detail
 	return r

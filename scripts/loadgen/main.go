@@ -92,7 +92,7 @@ func main() {
 					continue
 				}
 				claimed.Add(1)
-				st, o, _ := call("/v1/executions/"+cl["execution_id"].(string)+"/outcome", *worker, map[string]any{"lease_epoch": cl["lease_epoch"], "outcome": "Completed", "provider_reference": "re_" + key})
+				st, o, _ := call("/v1/executions/"+cl["execution_id"].(string)+"/outcome", *worker, map[string]any{"lease_epoch": cl["lease_epoch"], "lease_secret": cl["lease_secret"], "outcome": "Completed", "provider_reference": "re_" + key})
 				if st != 200 {
 					bad("outcome", st, o)
 				}
