@@ -198,7 +198,56 @@ func (v *verifier) claimed(ev domain.Claimed) {
 	}
 	x.epoch, x.leaseExpires, x.owner, x.attempt = ev.LeaseEpoch, ev.LeaseExpiresAt.UnixNano(), v.hash.of(ev.WorkerID), int32(ev.Attempt)
 	x.id, x.unknown = ev.ExecutionID, nil
+	x.unbound = v.leaseBinding(ev)
 	v.setState(x, exExecuting)
+}
+
+// leaseBinding checks a claim's lease secret digest and reports whether the
+// claim is unbound (it carries none). I5: once the log holds a claim bound to
+// its holder, every later claim must be (an unbound one accepts no executor
+// write, so a version that writes them is fencing nothing); S2: a digest is
+// SHA-256 in lower-case hex.
+func (v *verifier) leaseBinding(ev domain.Claimed) bool {
+	d := ev.LeaseSecretDigest
+	switch {
+	case d == "":
+		if v.boundSeen {
+			v.emit(I5EpochFencing, nil, "opens execution %s without a lease secret digest, after claims that carry one: its lease is bound to no holder", ev.ExecutionID)
+		}
+		return true
+	case !isDigest(d):
+		v.emit(S2Decodable, nil, "execution %s carries lease secret digest %q, not SHA-256 in lower-case hex", ev.ExecutionID, clipText(d))
+	}
+	v.boundSeen = true
+	return false
+}
+
+// holderWrite reports I5 for an executor write accepted for an execution
+// claimed without a lease secret digest once the log binds leases to their
+// holder: such an execution accepts no executor write (nobody can prove to
+// hold its lease); it lapses to Unknown and is reconciled.
+func (v *verifier) holderWrite(x *execRec, id domain.ExecutionID) {
+	if x.unbound && v.boundSeen {
+		v.emit(I5EpochFencing, nil, "%s accepted for %s, claimed without a lease secret digest: no executor write holds its lease", v.rec.Type, id)
+	}
+}
+
+func isDigest(d string) bool {
+	if len(d) != domain.LeaseSecretDigestLength {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if c := d[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// clipText quotes at most 80 bytes of untrusted text in a report.
+func clipText(s string) string {
+	safe, _ := domain.EvidenceText(s, 80)
+	return safe
 }
 
 func capStateName(s capState) string {

@@ -73,6 +73,7 @@ func (v *verifier) leaseRenewed(ev domain.LeaseRenewed) {
 	if x == nil {
 		return
 	}
+	v.holderWrite(x, ev.ExecutionID)
 	v.fenced(x, ev.ExecutionID, ev.LeaseEpoch)
 	if x.state == exExecuting && ev.LeaseEpoch == x.epoch {
 		x.leaseExpires = ev.LeaseExpiresAt.UnixNano()
@@ -84,6 +85,7 @@ func (v *verifier) outcomeRecorded(ev domain.OutcomeRecorded) {
 	if x == nil {
 		return
 	}
+	v.holderWrite(x, ev.ExecutionID)
 	v.fenced(x, ev.ExecutionID, ev.LeaseEpoch)
 	if x.state == exUnknown {
 		v.emit(I8UnknownResolved, []int64{x.version}, "Unknown %s closed by an executor's OutcomeRecorded, not by reconciliation", ev.ExecutionID)
@@ -100,6 +102,7 @@ func (v *verifier) outcomeUnknown(ev domain.OutcomeUnknown) {
 	if x == nil {
 		return
 	}
+	v.holderWrite(x, ev.ExecutionID)
 	v.fenced(x, ev.ExecutionID, ev.LeaseEpoch)
 	v.escalationUndone(x, ev.ExecutionID)
 	v.duplicateCaused(x, ev.ExecutionID)
@@ -135,6 +138,7 @@ func (v *verifier) lateOutcomeRecorded(ev domain.LateOutcomeRecorded) {
 	if x == nil {
 		return
 	}
+	v.holderWrite(x, ev.ExecutionID)
 	if !x.state.unknownish() {
 		v.emit(I5EpochFencing, []int64{x.version}, "late outcome for %s, which is %s: late evidence only resolves an Unknown", ev.ExecutionID, x.state)
 	}

@@ -29,7 +29,11 @@ var (
 	I4UnknownNeverInferred = Invariant{"I4", "unknown-never-inferred"}
 	// I5: executor writes are accepted only under the execution's current
 	// epoch while it is Executing; a late outcome only resolves Unknown or
-	// Escalated, under an epoch the execution held.
+	// Escalated, under an epoch the execution held. Once the log holds a
+	// claim bound to its holder (a lease secret digest), every later claim
+	// carries one, and no executor write is accepted for an execution
+	// claimed without one. (The secret a write presented is never recorded,
+	// so the audit cannot recheck it; it checks what the log can show.)
 	I5EpochFencing = Invariant{"I5", "writes-fenced-by-epoch"}
 	// I6: the provider key is derived from operation and attempt per the
 	// decision's key policy, on the decision and on every claim.

@@ -111,6 +111,9 @@ type execRec struct {
 	state        execState
 	id           domain.ExecutionID // "" once the execution ended
 	unknown      *unknownSince      // set while Unknown or Escalated
+	// unbound: claimed without a lease secret digest (before leases were
+	// bound to their holder).
+	unbound bool
 }
 
 // unknownSince records how and where an execution became Unknown.

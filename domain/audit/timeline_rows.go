@@ -76,6 +76,18 @@ func describe(e domain.Event) TimelineRow {
 		if ev.Outcome != "" {
 			d += "; it reported " + string(ev.Outcome)
 		}
+		switch ev.SecretCheck {
+		case domain.SecretMissing, domain.SecretWrong:
+			d += "; lease secret " + string(ev.SecretCheck) + ": not the lease holder"
+		case domain.SecretUnbound:
+			d += "; the execution's lease is bound to no holder"
+		}
+		if ev.Field != "" {
+			d += "; invalid " + ev.Field
+		}
+		if len(ev.Escaped) > 0 {
+			d += " (kept escaped: " + strings.Join(ev.Escaped, ", ") + ")"
+		}
 		return TimelineRow{Time: ev.RefusedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Reason: string(ev.Reason),
 			Detail: joinNonEmpty(d, ref(ev.ProviderReference), ev.Detail)}
 	}

@@ -23,6 +23,9 @@ type verifier struct {
 	seq             int64 // events checked or primed, in order
 	last            eventstore.Position
 	report          Report
+	// boundSeen: a claim carrying a lease secret digest was met (the log was
+	// written by a version that binds leases to their holder from there on).
+	boundSeen bool
 
 	// The event being checked.
 	rec    *eventstore.RecordedEvent
@@ -160,6 +163,11 @@ func (v *verifier) apply(rec *eventstore.RecordedEvent, d decodedEvent, op domai
 		v.escalated(ev)
 	case domain.WriteRefused:
 		v.execution(ev.ExecutionID)
+		switch ev.SecretCheck {
+		case "", domain.SecretHeld, domain.SecretMissing, domain.SecretWrong, domain.SecretUnbound:
+		default:
+			v.emit(S2Decodable, nil, "refused write on %s states secret check %q", ev.ExecutionID, clipText(string(ev.SecretCheck)))
+		}
 	default:
 		v.emit(S2Decodable, nil, "event type %s is not one this audit knows", rec.Type)
 	}

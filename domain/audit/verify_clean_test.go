@@ -65,7 +65,9 @@ func TestVerifyWindows(t *testing.T) {
 		// A double consumption written after the story: outside [start, mid], inside (mid, end].
 		h := newHistory(t, store, opHappy)
 		h.next = streamLength(t, store, opHappy.StreamName())
-		h.by("worker-z", "MSG-Z", claim(opHappy, "EXE-Z", "CAP-5001", "MSG-Z", "worker-z", 1, t0))
+		z := claim(opHappy, "EXE-Z", "CAP-5001", "MSG-Z", "worker-z", 1, t0)
+		z.LeaseSecretDigest = domain.LeaseSecretDigest("z") // bound like the story's claims: only the double consumption is wrong
+		h.by("worker-z", "MSG-Z", z)
 		rep = verify(t, store, n+1, audit.VerifyOptions{To: mid})
 		require.True(t, rep.OK())
 		rep = verify(t, store, n+1, audit.VerifyOptions{From: mid})
