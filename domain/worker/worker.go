@@ -251,7 +251,11 @@ func (w *Worker) recordUnderLease(ctx context.Context, l held, r domain.RefundRe
 				return rerr
 			}
 		}
-		log.WarnContext(ctx, "outcome not recorded yet; retrying while the lease allows", "attempt", try, "lease_expires_at", expires, "err", err)
+		level := slog.LevelDebug
+		if try == 1 {
+			level = slog.LevelWarn // once per outage, not once per attempt
+		}
+		log.Log(ctx, level, "outcome not recorded yet; retrying while the lease allows", "attempt", try, "lease_expires_at", expires, "err", err)
 		if !w.pause(ctx, backoff) {
 			return err
 		}
