@@ -80,8 +80,9 @@ type Config struct {
 	// included (default: LeaseDuration). Recording outlives the delivery's
 	// context: it is what we most need to keep.
 	RecordTimeout time.Duration
-	// After waits for d on the wall clock (default time.After); tests may
-	// substitute it to drive renewals.
+	// After waits for d on the wall clock (default time.After): the pause
+	// between renewals and between attempts to record. Tests substitute it
+	// to drive both without sleeping.
 	After func(d time.Duration) <-chan time.Time
 }
 
