@@ -23,6 +23,9 @@ func (o *Operation) RenewLease(cmd RenewLease, now time.Time) ([]Event, error) {
 	if lease < 0 || lease > MaxLeaseDuration {
 		return nil, refuse(ReasonCommandInvalid, "lease duration %s outside (0, %s]", lease, MaxLeaseDuration)
 	}
+	if r := checkText("worker_id", cmd.WorkerID, MaxIDLength, false); r != nil {
+		return nil, r
+	}
 	if r := x.fence(cmd.LeaseEpoch, cmd.WorkerID); r != nil {
 		return []Event{x.refused("RenewLease", r.Reason, cmd.LeaseEpoch, "", "", r.Detail, now)}, r
 	}
