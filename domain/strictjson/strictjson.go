@@ -110,7 +110,33 @@ type Options struct {
 // DecodeObject decodes data, which must be exactly one JSON object, into
 // dst (a pointer to a struct or map), by the rules of the package doc.
 // A JSON null for a member leaves a pointer field nil (absent).
+//
+// Accepted input is decoded in one pass (json.Unmarshal, which refuses
+// trailing data itself); only refused input is read again, token by token,
+// to say precisely what is wrong.
 func DecodeObject(data []byte, dst any, opt Options) error {
+	if i := bytes.IndexFunc(data, notSpace); i >= 0 && data[i] == '{' {
+		err := json.Unmarshal(data, dst, json.RejectUnknownMembers(!opt.AllowUnknown))
+		if err == nil {
+			return nil
+		}
+		if e := refusal(data, dst, opt); e != nil {
+			return e
+		}
+		return explain(err)
+	}
+	if e := refusal(data, dst, opt); e != nil {
+		return e
+	}
+	return &Error{Problem: ProblemSyntax, Detail: "cannot be read as one JSON object"}
+}
+
+// notSpace reports whether r is not JSON whitespace.
+func notSpace(r rune) bool { return r != ' ' && r != '\t' && r != '\n' && r != '\r' }
+
+// refusal reads data token by token and explains the first rule it breaks,
+// or returns nil when it breaks none.
+func refusal(data []byte, dst any, opt Options) *Error {
 	dec := jsontext.NewDecoder(bytes.NewReader(data))
 	switch k := dec.PeekKind(); k {
 	case '{':
