@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -85,31 +86,19 @@ func readExport(r io.Reader, each func(line int64, p ProviderRefund) error) erro
 	return nil
 }
 
-// exportLine is a line as it is decoded: the refund, and the members this
-// build does not know, kept only to refuse case-variants of known names.
-type exportLine struct {
-	ProviderRefund                           // JSON embedded: its fields are the line's
-	Unknown        map[string]jsontext.Value `json:",embed"` // the embedded fallback: every other member
-}
-
 // exportNames are the JSON names of ProviderRefund.
 var exportNames = []string{"id", "operation_id", "idempotency_key", "amount", "currency", "order", "status", "created"}
 
 // parseExportLine reads one non-blank line by the rules of ProviderRefund.
 func parseExportLine(text []byte) (ProviderRefund, error) {
-	var in exportLine
-	if err := strictjson.DecodeObject(text, &in, strictjson.Options{AllowUnknown: true}); err != nil {
+	var p ProviderRefund
+	if err := strictjson.DecodeObject(text, &p, strictjson.Options{AllowUnknown: true}); err != nil {
 		return ProviderRefund{}, err
 	}
-	for name := range in.Unknown {
-		for _, known := range exportNames {
-			if strings.EqualFold(name, known) {
-				safe, _ := domain.EvidenceText(name, domain.MaxIDLength)
-				return ProviderRefund{}, fmt.Errorf("field %s: names match exactly: the field is %q", safe, known)
-			}
-		}
+	if name, known := caseVariant(text); name != "" {
+		safe, _ := domain.EvidenceText(name, domain.MaxIDLength)
+		return ProviderRefund{}, fmt.Errorf("field %s: names match exactly: the field is %q", safe, known)
 	}
-	p := in.ProviderRefund
 	for _, f := range []struct {
 		name, text string
 		max        int
@@ -129,4 +118,34 @@ func parseExportLine(text []byte) (ProviderRefund, error) {
 		return ProviderRefund{}, fmt.Errorf("refund %s without a status", p.ID)
 	}
 	return p, nil
+}
+
+// caseVariant returns the first top-level name of the object text (already
+// read as valid) that is not one of exportNames but equals one but for
+// case, and that name. It walks the names only, skipping values: the same
+// check whether encoding/json/v2 comes from the module or, under
+// GOEXPERIMENT=jsonv2, from the standard library.
+func caseVariant(text []byte) (name, known string) {
+	dec := jsontext.NewDecoder(bytes.NewReader(text))
+	if _, err := dec.ReadToken(); err != nil { // '{'
+		return "", ""
+	}
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return "", ""
+		}
+		n := tok.String()
+		if !slices.Contains(exportNames, n) {
+			for _, k := range exportNames {
+				if strings.EqualFold(n, k) {
+					return n, k
+				}
+			}
+		}
+		if err := dec.SkipValue(); err != nil {
+			return "", ""
+		}
+	}
+	return "", ""
 }
