@@ -44,6 +44,9 @@ func (o *Operation) RevokeCapability(cmd RevokeCapability, now time.Time) ([]Eve
 	if err := checkText("reason", cmd.Reason, MaxTextLength, false); err != nil {
 		return nil, err
 	}
+	if err := checkText("revoked_by", cmd.Actor, MaxIDLength, false); err != nil {
+		return nil, err
+	}
 	c, ok := o.Capabilities[cmd.CapabilityID]
 	switch {
 	case !ok:
@@ -83,17 +86,17 @@ func (o *Operation) DecideAndIssue(d Decide, c IssueCapability, now time.Time) (
 // lifetime to use.
 func (o *Operation) validateIssue(cmd IssueCapability) (time.Duration, error) {
 	if _, err := ParseCapabilityID(string(cmd.CapabilityID)); err != nil {
-		return 0, refuse(ReasonCommandInvalid, "%v", err)
+		return 0, refuseID("capability_id", err)
 	}
 	if _, dup := o.Capabilities[cmd.CapabilityID]; dup {
-		return 0, refuse(ReasonCommandInvalid, "capability %s already exists", cmd.CapabilityID)
+		return 0, refuseField("capability_id", "capability %s already exists", cmd.CapabilityID)
 	}
 	ttl := cmd.TTL
 	if ttl == 0 {
 		ttl = DefaultCapabilityTTL
 	}
 	if ttl < 0 || ttl > MaxCapabilityTTL {
-		return 0, refuse(ReasonCommandInvalid, "capability ttl %s outside (0, %s]", ttl, MaxCapabilityTTL)
+		return 0, refuseField("ttl", "capability ttl %s outside (0, %s]", ttl, MaxCapabilityTTL)
 	}
 	return ttl, nil
 }

@@ -6,28 +6,33 @@ import "time"
 // records it so an auditor knows which rules produced the verdict.
 const PolicyVersion = "refund-policy/v1"
 
-// Request decides RequestOperation.
+// Request decides RequestOperation. Every text the command carries is
+// checked before anything is recorded, and a refusal names the field at
+// fault (the API's names: order_id, amount_minor, ...).
 func (o *Operation) Request(cmd RequestOperation, now time.Time) ([]Event, error) {
 	if o.Exists() {
 		return nil, refuse(ReasonOperationExists, "operation %s already exists", o.ID)
 	}
 	if _, err := ParseOperationID(string(cmd.OperationID)); err != nil {
-		return nil, refuse(ReasonCommandInvalid, "%v", err)
+		return nil, refuseID("operation_id", err)
 	}
 	if _, err := ParseCorrelationID(string(cmd.CorrelationID)); err != nil {
-		return nil, refuse(ReasonCommandInvalid, "%v", err)
+		return nil, refuseID("correlation_id", err)
 	}
 	if err := validateOrder(cmd.OrderID, cmd.AmountMinor, cmd.Currency); err != nil {
 		return nil, err
 	}
 	if cmd.OrderTotalMinor < 0 {
-		return nil, refuse(ReasonCommandInvalid, "order_total_minor must not be negative")
+		return nil, refuseField("order_total_minor", "order_total_minor must not be negative")
 	}
-	if len(cmd.RequestKey) > 255 || len(cmd.RequestHash) > 128 {
-		return nil, refuse(ReasonCommandInvalid, "request key or hash too long")
+	if r := checkText("request_key", cmd.RequestKey, MaxRequestKeyLength, false); r != nil {
+		return nil, r
 	}
-	if len(cmd.RequestedBy) > MaxIDLength {
-		return nil, refuse(ReasonCommandInvalid, "requested_by is longer than %d bytes", MaxIDLength)
+	if r := checkText("request_hash", cmd.RequestHash, MaxRequestHashLength, false); r != nil {
+		return nil, r
+	}
+	if r := checkText("requested_by", cmd.RequestedBy, MaxIDLength, false); r != nil {
+		return nil, r
 	}
 	return []Event{OperationRequested{
 		OperationID: cmd.OperationID, OrderID: cmd.OrderID, AmountMinor: cmd.AmountMinor,
@@ -36,15 +41,22 @@ func (o *Operation) Request(cmd RequestOperation, now time.Time) ([]Event, error
 	}}, nil
 }
 
+// Bounds of the request key (the API's Idempotency-Key) and of the hash of
+// the request recorded with it.
+const (
+	MaxRequestKeyLength  = 255
+	MaxRequestHashLength = 128
+)
+
 func validateOrder(orderID string, amount int64, currency string) error {
 	if err := checkChars("order id", orderID, true); err != nil {
-		return refuse(ReasonCommandInvalid, "%v", err)
+		return refuseID("order_id", err)
 	}
 	if amount <= 0 {
-		return refuse(ReasonCommandInvalid, "amount_minor must be positive, got %d", amount)
+		return refuseField("amount_minor", "amount_minor must be positive, got %d", amount)
 	}
 	if len(currency) != 3 || currency[0] < 'A' || currency[0] > 'Z' || currency[1] < 'A' || currency[1] > 'Z' || currency[2] < 'A' || currency[2] > 'Z' {
-		return refuse(ReasonCommandInvalid, "currency must be an ISO 4217 code in capitals, got %q", currency)
+		return refuseField("currency", "currency must be an ISO 4217 code in capitals, got %q", currency)
 	}
 	return nil
 }
@@ -61,20 +73,25 @@ func (o *Operation) Decide(cmd Decide, now time.Time) ([]Event, error) {
 		return nil, refuse(ReasonOperationUnknown, "no such operation")
 	}
 	if _, err := ParseDecisionID(string(cmd.DecisionID)); err != nil {
-		return nil, refuse(ReasonCommandInvalid, "%v", err)
+		return nil, refuseID("decision_id", err)
 	}
 	if err := checkText("approver", cmd.Approver, MaxIDLength, true); err != nil {
 		return nil, err
 	}
-	if cmd.ApprovalLimitMinor < 0 || cmd.Facts.RefundedMinor < 0 || cmd.Facts.OrderTotalMinor < 0 {
-		return nil, refuse(ReasonCommandInvalid, "amounts must not be negative")
+	switch {
+	case cmd.ApprovalLimitMinor < 0:
+		return nil, refuseField("approval_limit_minor", "approval_limit_minor must not be negative")
+	case cmd.Facts.RefundedMinor < 0:
+		return nil, refuseField("facts.refunded_minor", "facts.refunded_minor must not be negative")
+	case cmd.Facts.OrderTotalMinor < 0:
+		return nil, refuseField("facts.order_total_minor", "facts.order_total_minor must not be negative")
 	}
 	policy := cmd.KeyPolicy
 	if policy == "" {
 		policy = KeyPerAttempt
 	}
 	if policy != KeyPerAttempt && policy != KeyReuseFirst {
-		return nil, refuse(ReasonCommandInvalid, "unknown key policy %q", policy)
+		return nil, refuseField("key_policy", "unknown key policy %q", policy)
 	}
 	if err := o.blockingRefusal(); err != nil {
 		return nil, err

@@ -70,6 +70,13 @@ func checkChars(kind, s string, anyPrintable bool) error {
 	return nil
 }
 
+// refuseID is a command.invalid refusal naming field for a Parse* failure.
+// The failure's text quotes the identifier escaped (%q), so hostile input
+// reaches no event unescaped.
+func refuseID(field string, err error) *Refusal {
+	return refuseField(field, "%s: %v", field, err)
+}
+
 // ParseOperationID validates an operation id ("OP-4471").
 func ParseOperationID(s string) (OperationID, error) {
 	return OperationID(s), parseMinted("operation id", PrefixOperation, s)

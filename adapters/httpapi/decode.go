@@ -1,28 +1,50 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
-	"slices"
-	"strings"
+
+	"opledger/domain/strictjson"
 )
 
-// decodeBody reads r's body, at most limit bytes, into dst: one JSON object,
-// unknown fields refused, nothing after it. An empty body is refused.
-// Errors are *apiError naming the field at fault where there is one: 413
-// request.too-large, 400 request.malformed, request.unknown-field or
-// request.invalid.
+// Request bodies are read by domain/strictjson: the semantics of
+// encoding/json/v2 (github.com/go-json-experiment/json, its standalone
+// module, because Go 1.26 keeps encoding/json/v2 behind GOEXPERIMENT=jsonv2
+// and the plain `go build` must work). Names match exactly, a duplicate name
+// or invalid UTF-8 is refused, unknown members are refused at any depth, and
+// the body must be exactly one JSON object. encoding/json (v1) folded case
+// and let the last duplicate win, so a body could carry a value an upstream
+// check never saw.
+//
+// Free text inside string values is judged by the domain (CheckText), which
+// names the field, so an executor's hostile write can still be recorded as
+// evidence before it is refused.
+
+// CodeRequestDuplicateField: an object of the body holds one name twice
+// (names match exactly). The other decoding codes are in reply.go.
+const CodeRequestDuplicateField = "request.duplicate-field"
+
+// bodyField is the field an error names when the body as a whole is at
+// fault (empty, not an object, not JSON, trailing data).
+const bodyField = "body"
+
+// decodeBody reads r's body, at most limit bytes, into dst: exactly one
+// JSON object, names matching exactly, no duplicate names, valid UTF-8, no
+// unknown fields at any depth. An empty body is refused. Errors are
+// *apiError naming the field at fault (its dotted path, or "body"): 413
+// request.too-large; 400 request.malformed (not one JSON object, invalid
+// JSON or UTF-8), request.duplicate-field, request.unknown-field (a
+// case-variant of a field is unknown too) or request.invalid (a value of
+// the wrong type).
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
 	return decodeJSON(w, r, limit, dst, false)
 }
 
 // decodeOptionalBody is decodeBody for endpoints whose body may be empty
-// (dst is then left as it is).
+// (dst is then left as it is). An optional body is empty or one JSON object:
+// `null` is refused like any other non-object.
 func decodeOptionalBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
 	return decodeJSON(w, r, limit, dst, true)
 }
@@ -32,83 +54,53 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any, op
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &apiError{status: http.StatusRequestEntityTooLarge, code: CodeRequestTooLarge,
+			return &apiError{status: http.StatusRequestEntityTooLarge, code: CodeRequestTooLarge, field: bodyField,
 				message: fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)}
 		}
-		return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, message: "cannot read the request body", cause: err}
+		return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, field: bodyField, message: "cannot read the request body", cause: err}
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		if optional {
-			return nil
-		}
-		return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, message: "request body is empty: a JSON object is required"}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		e := decodeError(err)
-		if e.code == CodeRequestUnknownField {
-			// encoding/json names only the last key; name the whole path.
-			if path := unknownFieldPath(data, reflect.TypeOf(dst)); path != "" {
-				e.field = path
-				e.message = fmt.Sprintf("unknown field %q: see docs/api.md for the fields this endpoint takes", path)
-			}
-		}
-		return e
-	}
-	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
-		return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, message: "request body holds more than one JSON value"}
-	}
-	return nil
-}
-
-// decodeError explains a json decoding failure.
-func decodeError(err error) *apiError {
-	var (
-		syntax  *json.SyntaxError
-		typeErr *json.UnmarshalTypeError
-	)
+	err = strictjson.DecodeObject(data, dst, strictjson.Options{})
+	var se *strictjson.Error
 	switch {
-	case errors.As(err, &syntax):
-		return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed,
-			message: fmt.Sprintf("request body is not valid JSON (at byte %d): %v", syntax.Offset, syntax)}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, message: "request body is truncated JSON"}
-	case errors.As(err, &typeErr):
-		if typeErr.Field == "" {
-			return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, message: "request body must be a JSON object"}
-		}
-		return invalid(typeErr.Field, "field %s must be %s, got JSON %s", typeErr.Field, jsonKind(typeErr.Type), typeErr.Value)
+	case err == nil:
+		return nil
+	case !errors.As(err, &se):
+		return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, field: bodyField, message: "request body cannot be read as JSON", cause: err}
+	case se.Problem == strictjson.ProblemEmpty && optional:
+		return nil
 	}
-	// encoding/json reports unknown fields only in its message.
-	if name, found := strings.CutPrefix(err.Error(), "json: unknown field "); found {
-		name = strings.Trim(name, `"`)
-		return &apiError{status: http.StatusBadRequest, code: CodeRequestUnknownField, field: name,
-			message: fmt.Sprintf("unknown field %q: see docs/api.md for the fields this endpoint takes", name)}
-	}
-	return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, message: "request body cannot be read as JSON", cause: err}
+	return decodeError(se)
 }
 
-func jsonKind(t reflect.Type) string {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
+// decodeError answers a strict decoding refusal.
+func decodeError(se *strictjson.Error) *apiError {
+	field := se.Field
+	if field == "" {
+		field = bodyField
 	}
-	if t == nil {
-		return "of another type"
+	e := &apiError{status: http.StatusBadRequest, field: field, cause: se}
+	switch se.Problem {
+	case strictjson.ProblemDuplicate:
+		e.code = CodeRequestDuplicateField
+		e.message = fmt.Sprintf("field %s appears more than once: %s", field, se.Detail)
+	case strictjson.ProblemUnknown:
+		e.code = CodeRequestUnknownField
+		e.message = fmt.Sprintf("field %s: %s; see docs/api.md for the fields this endpoint takes", field, se.Detail)
+	case strictjson.ProblemType:
+		e.code = CodeRequestInvalid
+		e.message = fmt.Sprintf("field %s %s", field, se.Detail)
+	case strictjson.ProblemEmpty:
+		e.code = CodeRequestMalformed
+		e.message = "request body is empty: a JSON object is required"
+	default: // not an object, syntax, UTF-8, trailing data
+		e.code = CodeRequestMalformed
+		if se.Field == "" {
+			e.message = "request body " + se.Detail
+		} else {
+			e.message = fmt.Sprintf("request body, at field %s: %s", field, se.Detail)
+		}
 	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Slice:
-		return "an array"
-	}
-	return "of another type"
+	return e
 }
 
 // need returns *p, or a 400 naming field when the field was absent (or null).
@@ -118,46 +110,4 @@ func need[T any](p *T, field string) (T, error) {
 		return zero, invalid(field, "field %s is required", field)
 	}
 	return *p, nil
-}
-
-// unknownFieldPath returns the dotted path of the first field (in sorted
-// key order) of the JSON object data that type t does not have, or "".
-func unknownFieldPath(data []byte, t reflect.Type) string {
-	var v any
-	if json.Unmarshal(data, &v) != nil {
-		return ""
-	}
-	return unknownIn(v, t, "")
-}
-
-func unknownIn(v any, t reflect.Type, prefix string) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	obj, isObj := v.(map[string]any)
-	if !isObj || t.Kind() != reflect.Struct {
-		return ""
-	}
-	fields := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			fields[name] = t.Field(i).Type
-		}
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		ft, known := fields[k]
-		if !known {
-			return prefix + k
-		}
-		if path := unknownIn(obj[k], ft, prefix+k+"."); path != "" {
-			return path
-		}
-	}
-	return ""
 }

@@ -200,7 +200,7 @@ func TestRefusedExecutorWritesAtTheEdgeAreRecorded(t *testing.T) {
 		{path + "/outcome", `{"lease_epoch":"one","outcome":"Completed"}`, http.StatusBadRequest, "lease_epoch"},
 		{path + "/outcome", `{"lease_secret":"s","outcome":"Completed"}`, http.StatusBadRequest, "lease_epoch"},
 		{path + "/outcome", `{"lease_epoch":1,"lease_secret":"s"}`, http.StatusBadRequest, "outcome"},
-		{path + "/outcome", `not json`, http.StatusBadRequest, ""},
+		{path + "/outcome", `not json`, http.StatusBadRequest, "body"},
 		{path + "/lease", `{"lease_epoch":1,"lease_secret":"s","lease_seconds":0}`, http.StatusBadRequest, "lease_seconds"},
 		{path + "/lease", `{"lease_secret":"s"}`, http.StatusBadRequest, "lease_epoch"},
 		{path + "/lease", `{"lease_epoch":1,"lease_secret":"s","worker_id":"w\u0000"}`, http.StatusBadRequest, "worker_id"},

@@ -49,6 +49,9 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, who Principal) 
 	if evidence == "" || len(evidence) > domain.MaxTextLength {
 		return reply{}, invalid("evidence", "evidence must say, in 1..%d bytes, how the outcome was established", domain.MaxTextLength)
 	}
+	if r := domain.CheckText("evidence", evidence, domain.MaxTextLength, true); r != nil { // before the domain names it "detail"
+		return reply{}, r
+	}
 	if len(req.ProviderReference) > 2*domain.MaxIDLength {
 		return reply{}, invalid("provider_reference", "provider_reference is longer than %d bytes", 2*domain.MaxIDLength)
 	}

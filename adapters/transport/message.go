@@ -1,12 +1,14 @@
 package transport
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"opledger/domain"
+	"opledger/domain/strictjson"
 	"opledger/domain/worker"
 )
 
@@ -86,61 +88,129 @@ func (r RefundRequest) Delivery() worker.Delivery {
 // ErrMalformed is wrapped by every DecodeRefundRequest failure.
 var ErrMalformed = errors.New("malformed refund request")
 
-// DecodeRefundRequest parses a message value. It refuses (ErrMalformed) a
-// value that is not one JSON object, has unknown fields, is larger than
-// MaxMessageBytes, or whose identifiers are missing or malformed. What it
-// could read is returned alongside the error, as evidence.
+// MalformedMessage is a DecodeRefundRequest (or DecodeSecuritySignal)
+// refusal: the field at fault ("" when the value as a whole is) and what is
+// wrong with it. Its text is printable, hostile input escaped, and at most
+// maxReasonBytes long, so it can be dead-lettered and recorded as it is.
+type MalformedMessage struct {
+	Kind   error // ErrMalformed or ErrMalformedSignal
+	Field  string
+	Detail string
+}
+
+func (m *MalformedMessage) Error() string {
+	if m.Field == "" {
+		return fmt.Sprintf("%v: %s", m.Kind, m.Detail)
+	}
+	return fmt.Sprintf("%v: field %s: %s", m.Kind, m.Field, m.Detail)
+}
+
+func (m *MalformedMessage) Unwrap() error { return m.Kind }
+
+// maxReasonBytes bounds a refusal's detail, well inside what the
+// dispatcher copies into evidence and dead-letter metadata (maxDetail).
+const maxReasonBytes = 400
+
+func malformed(kind error, field, format string, args ...any) *MalformedMessage {
+	detail, _ := domain.EvidenceText(fmt.Sprintf(format, args...), maxReasonBytes)
+	field, _ = domain.EvidenceText(field, domain.MaxIDLength)
+	return &MalformedMessage{Kind: kind, Field: field, Detail: detail}
+}
+
+// decodeStrict reads value, which must be exactly one JSON object, into dst
+// by the rules of domain/strictjson: names match exactly, no duplicate
+// names, valid UTF-8, no unknown fields at any depth.
+func decodeStrict(kind error, value []byte, dst any) error {
+	if len(value) > MaxMessageBytes {
+		return malformed(kind, "", "%d bytes, at most %d", len(value), MaxMessageBytes)
+	}
+	err := strictjson.DecodeObject(value, dst, strictjson.Options{})
+	var se *strictjson.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return malformed(kind, se.Field, "%s", se.Detail)
+	}
+	return malformed(kind, "", "%v", err)
+}
+
+// DecodeRefundRequest parses a message value. It refuses (a
+// *MalformedMessage wrapping ErrMalformed, naming the field) a value that
+// is larger than MaxMessageBytes, is not exactly one JSON object, repeats a
+// name, matches a name only by case, has unknown fields, is not UTF-8, or
+// whose identifiers are missing or malformed, or whose token holds
+// anything but printable text. What it could read is returned alongside
+// the error, as evidence, escaped (domain.EvidenceText), so that recording
+// it can never fail on what the message held.
 func DecodeRefundRequest(value []byte) (RefundRequest, error) {
 	var r RefundRequest
-	if len(value) > MaxMessageBytes {
-		return r, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(value), MaxMessageBytes)
+	if err := decodeStrict(ErrMalformed, value, &r); err != nil {
+		return r.escaped(), err
 	}
-	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return r, fmt.Errorf("%w: trailing data after the JSON object", ErrMalformed)
-	}
-	var errs []error
-	if _, err := domain.ParseMessageID(string(r.MessageID)); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := domain.ParseOperationID(string(r.OperationID)); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := domain.ParseCapabilityID(string(r.CapabilityID)); err != nil {
-		errs = append(errs, err)
-	}
-	if r.CorrelationID != "" {
-		if _, err := domain.ParseCorrelationID(string(r.CorrelationID)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return r, fmt.Errorf("%w: %w", ErrMalformed, errors.Join(errs...))
+	if err := r.validate(); err != nil {
+		return r.escaped(), err
 	}
 	return r, nil
 }
 
+// validate checks each field, the first at fault named.
+func (r RefundRequest) validate() error {
+	if _, err := domain.ParseMessageID(string(r.MessageID)); err != nil {
+		return malformed(ErrMalformed, "message_id", "%v", err)
+	}
+	if _, err := domain.ParseOperationID(string(r.OperationID)); err != nil {
+		return malformed(ErrMalformed, "operation_id", "%v", err)
+	}
+	if _, err := domain.ParseCapabilityID(string(r.CapabilityID)); err != nil {
+		return malformed(ErrMalformed, "capability_id", "%v", err)
+	}
+	if r.CorrelationID != "" {
+		if _, err := domain.ParseCorrelationID(string(r.CorrelationID)); err != nil {
+			return malformed(ErrMalformed, "correlation_id", "%v", err)
+		}
+	}
+	if ref := domain.CheckText("capability_token", r.CapabilityToken, MaxMessageBytes, false); ref != nil {
+		return malformed(ErrMalformed, "capability_token", "%s", ref.Detail)
+	}
+	return nil
+}
+
+// escaped is r with every field made safe to record (see EvidenceText).
+func (r RefundRequest) escaped() RefundRequest {
+	esc := func(s string) string {
+		out, _ := domain.EvidenceText(s, domain.MaxIDLength)
+		return out
+	}
+	return RefundRequest{
+		MessageID: domain.MessageID(esc(string(r.MessageID))), CorrelationID: domain.CorrelationID(esc(string(r.CorrelationID))),
+		OperationID: domain.OperationID(esc(string(r.OperationID))), CapabilityID: domain.CapabilityID(esc(string(r.CapabilityID))),
+		CapabilityToken: esc(r.CapabilityToken),
+	}
+}
+
 // WithMessageID rewrites a message value under a new message id, keeping
 // every other field as it was: what resubmission does. A value that is not
-// a JSON object is returned unchanged (it will be dead-lettered again, which
-// is the truth about it).
+// exactly one JSON object by the strict rules (decodeStrict, any names) is
+// returned unchanged: it will be dead-lettered again, which is the truth
+// about it.
 func WithMessageID(value []byte, id domain.MessageID) []byte {
-	var fields map[string]json.RawMessage
-	if len(value) > MaxMessageBytes || json.Unmarshal(value, &fields) != nil || fields == nil {
+	var fields map[string]jsontext.Value
+	if len(value) > MaxMessageBytes || strictjson.DecodeObject(value, &fields, strictjson.Options{}) != nil {
 		return value
+	}
+	out := make(map[string]json.RawMessage, len(fields)+1)
+	for k, v := range fields {
+		out[k] = json.RawMessage(v)
 	}
 	raw, err := json.Marshal(id)
 	if err != nil {
 		return value
 	}
-	fields["message_id"] = raw
-	out, err := json.Marshal(fields)
+	out["message_id"] = raw
+	b, err := json.Marshal(out) // keys sorted: the same copy every time
 	if err != nil {
 		return value
 	}
-	return out
+	return b
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -44,11 +45,34 @@ func (s SecuritySignal) Encode() ([]byte, error) {
 	return b, nil
 }
 
-// DecodeSecuritySignal parses a message value of TopicSecuritySignals.
+// ErrMalformedSignal is wrapped by every DecodeSecuritySignal failure.
+var ErrMalformedSignal = errors.New("malformed security signal")
+
+// DecodeSecuritySignal parses a message value of TopicSecuritySignals by
+// the same strict rules as DecodeRefundRequest (a *MalformedMessage naming
+// the field, wrapping ErrMalformedSignal).
 func DecodeSecuritySignal(value []byte) (SecuritySignal, error) {
 	var s SecuritySignal
-	if err := json.Unmarshal(value, &s); err != nil {
-		return s, fmt.Errorf("decode security signal: %w", err)
+	if err := decodeStrict(ErrMalformedSignal, value, &s); err != nil {
+		return SecuritySignal{}, err
+	}
+	// Signals are printed for people (opledger dlq): every text must be
+	// printable, whoever wrote to the topic.
+	for _, f := range []struct {
+		name, text string
+		max        int
+	}{
+		{"signal_id", s.SignalID, 2 * domain.MaxIDLength}, {"kind", s.Kind, domain.MaxIDLength},
+		{"event_id", s.EventID, 2 * domain.MaxIDLength}, {"stream", s.Stream, 2 * domain.MaxIDLength},
+		{"correlation_id", string(s.CorrelationID), domain.MaxIDLength}, {"operation_id", string(s.OperationID), domain.MaxIDLength},
+		{"capability_id", string(s.CapabilityID), domain.MaxIDLength}, {"message_id", string(s.MessageID), domain.MaxIDLength},
+		{"execution_id", string(s.ExecutionID), domain.MaxIDLength}, {"worker_id", s.WorkerID, domain.MaxIDLength},
+		{"status", string(s.Status), domain.MaxIDLength}, {"reason", string(s.Reason), domain.MaxIDLength},
+		{"detail", s.Detail, domain.MaxTextLength},
+	} {
+		if r := domain.CheckText(f.name, f.text, f.max, false); r != nil {
+			return SecuritySignal{}, malformed(ErrMalformedSignal, f.name, "%s", r.Detail)
+		}
 	}
 	return s, nil
 }

@@ -2,10 +2,12 @@ package sim
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
+
+	"opledger/domain/strictjson"
 )
 
 // maxAdminBody bounds a /_sim request body.
@@ -58,6 +60,10 @@ func (s *Simulator) handleArm(w http.ResponseWriter, r *http.Request) {
 		writeAdminError(w, http.StatusBadRequest, err)
 		return
 	}
+	if e := checkText("operation_id", in.OperationID, maxMetadataValueLen); e != nil {
+		writeAnswer(w, errorAnswer(e), "", 0, false)
+		return
+	}
 	f := Fault{Kind: in.Kind, OperationID: in.OperationID}
 	if in.Duration != "" {
 		d, err := time.ParseDuration(in.Duration)
@@ -103,10 +109,15 @@ func (s *Simulator) handleAdvance(w http.ResponseWriter, r *http.Request) {
 	writeAdmin(w, http.StatusOK, map[string]time.Time{"now": now})
 }
 
+// decodeAdmin reads a /_sim body strictly (domain/strictjson): exactly one
+// JSON object, exact names, no duplicates, no unknown fields, valid UTF-8,
+// at most maxAdminBody bytes.
 func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	if err != nil {
+		return fmt.Errorf("read request body (at most %d bytes): %w", maxAdminBody, err)
+	}
+	if err := strictjson.DecodeObject(body, v, strictjson.Options{}); err != nil {
 		return fmt.Errorf("decode request body: %w", err)
 	}
 	return nil

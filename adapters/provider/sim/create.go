@@ -72,6 +72,9 @@ func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.respond(w, entry, errorAnswer(invalidRequest(codeParameterInvalid, "Idempotency-Key",
 			fmt.Sprintf("Invalid Idempotency-Key: longer than %d characters.", maxIdempotencyKey))), key, false, ResultRejected)
 		return
+	case checkText("Idempotency-Key", key, maxIdempotencyKey) != nil:
+		s.respond(w, entry, errorAnswer(checkText("Idempotency-Key", key, maxIdempotencyKey)), "", false, ResultRejected)
+		return
 	case paramErr != nil:
 		s.respond(w, entry, errorAnswer(paramErr), key, false, ResultRejected)
 		return

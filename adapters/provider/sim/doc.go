@@ -18,7 +18,16 @@
 // A creation request carries amount (minor units, integer > 0), currency
 // (three letters), order, and metadata (metadata[operation_id] and any other
 // metadata[k] in a form body; "metadata":{...} in a JSON body). Unknown
-// parameters are refused, as Stripe does.
+// parameters are refused, as Stripe does. Input is read strictly, and every
+// refusal is a 400 invalid_request_error whose param names the parameter: a
+// form parameter given twice; a JSON body that is not exactly one object
+// (null, an array, two objects, trailing data), repeats a name (metadata
+// keys included), matches a name only by case, or is not UTF-8
+// (domain/strictjson); order, metadata keys and values, and the
+// Idempotency-Key holding invalid UTF-8, NUL, control or format characters
+// (domain.CheckText: so its ledger and export never carry them). A lookup
+// takes operation_id once and nothing else; /_sim bodies are read by the
+// same strict rules.
 //
 // # Idempotency: what is saved under a key
 //

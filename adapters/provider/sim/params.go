@@ -1,13 +1,15 @@
 package sim
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"opledger/domain"
+	"opledger/domain/strictjson"
 )
 
 // Parameter limits, Stripe's where it documents them.
@@ -81,7 +83,8 @@ func parseForm(body []byte) (refundParams, *apiError) {
 	}
 	for name, vs := range values {
 		if len(vs) != 1 {
-			return p, invalidRequest(codeParameterInvalid, name, fmt.Sprintf("Invalid %s: given %d times.", name, len(vs)))
+			safe := printable(name)
+			return p, invalidRequest(codeParameterInvalid, safe, fmt.Sprintf("Invalid %s: given %d times.", safe, len(vs)))
 		}
 		v := vs[0]
 		switch {
@@ -98,12 +101,17 @@ func parseForm(body []byte) (refundParams, *apiError) {
 		case strings.HasPrefix(name, "metadata[") && strings.HasSuffix(name, "]"):
 			// decoded above
 		default:
-			return p, invalidRequest(codeParameterUnknown, name, "Received unknown parameter: "+name)
+			safe := printable(name)
+			return p, invalidRequest(codeParameterUnknown, safe, "Received unknown parameter: "+safe)
 		}
 	}
 	return p, nil
 }
 
+// parseJSON reads a JSON body strictly (domain/strictjson): exactly one
+// object, names matching exactly, no duplicate names (metadata keys
+// included), valid UTF-8, no unknown fields. A refusal names the parameter
+// at fault.
 func parseJSON(body []byte) (refundParams, *apiError) {
 	var in struct {
 		Amount   *int64            `json:"amount"`
@@ -111,19 +119,44 @@ func parseJSON(body []byte) (refundParams, *apiError) {
 		Order    string            `json:"order"`
 		Metadata map[string]string `json:"metadata"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return refundParams{}, invalidRequest(codeParameterInvalid, "", "Invalid JSON body: "+err.Error())
+	if err := strictjson.DecodeObject(body, &in, strictjson.Options{}); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			return refundParams{}, invalidRequest(codeParameterInvalid, jsonParam(se.Field), "Invalid JSON body: "+se.Error())
+		}
+		return refundParams{}, invalidRequest(codeParameterInvalid, "", "Invalid JSON body: "+printable(err.Error()))
 	}
 	p := refundParams{Currency: in.Currency, Order: in.Order, Metadata: in.Metadata}
 	if in.Amount != nil {
 		p.Amount, p.hasAmount = *in.Amount, true
 	}
-	if dec.More() {
-		return p, invalidRequest(codeParameterInvalid, "", "Invalid JSON body: data after the object.")
-	}
 	return p, nil
+}
+
+// jsonParam names a JSON field as a form parameter: "metadata.k" is
+// "metadata[k]", as Stripe names it.
+func jsonParam(field string) string {
+	if k, ok := strings.CutPrefix(field, "metadata."); ok {
+		return "metadata[" + k + "]"
+	}
+	return field
+}
+
+// printable escapes and bounds hostile text quoted back (domain.EvidenceText).
+func printable(s string) string {
+	out, _ := domain.EvidenceText(s, maxMetadataValueLen)
+	return out
+}
+
+// checkText refuses text a person or a store could not take as it is:
+// invalid UTF-8, NUL, control or format characters (domain.CheckText).
+// Stripe takes more; the simulator refuses these so that nothing it keeps
+// (its ledger, its export) carries them.
+func checkText(param, s string, max int) *apiError {
+	if r := domain.CheckText(param, s, max, false); r != nil {
+		return invalidRequest(codeParameterInvalid, printable(param), "Invalid "+printable(param)+": "+r.Detail)
+	}
+	return nil
 }
 
 // validate checks the decoded parameters and normalises the currency.
@@ -145,10 +178,19 @@ func (p *refundParams) validate() *apiError {
 	case len(p.Metadata) > maxMetadataKeys:
 		return invalidRequest(codeParameterInvalid, "metadata", fmt.Sprintf("Invalid metadata: more than %d keys.", maxMetadataKeys))
 	}
+	if e := checkText("order", p.Order, maxOrderLength); e != nil {
+		return e
+	}
 	for k, v := range p.Metadata {
 		if k == "" || len(k) > maxMetadataKeyLen || len(v) > maxMetadataValueLen {
-			return invalidRequest(codeParameterInvalid, "metadata["+k+"]",
+			return invalidRequest(codeParameterInvalid, "metadata["+printable(k)+"]",
 				fmt.Sprintf("Invalid metadata: keys are 1 to %d bytes, values at most %d.", maxMetadataKeyLen, maxMetadataValueLen))
+		}
+		if r := domain.CheckText("metadata key", k, maxMetadataKeyLen, true); r != nil {
+			return invalidRequest(codeParameterInvalid, "metadata["+printable(k)+"]", "Invalid metadata key: "+r.Detail)
+		}
+		if e := checkText("metadata["+k+"]", v, maxMetadataValueLen); e != nil {
+			return e
 		}
 	}
 	p.Currency = strings.ToLower(p.Currency)
