@@ -95,7 +95,11 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	if err != nil {
 		return nil, err
 	}
-	relays, err := transport.StandardRelays(store, checks, pub, log)
+	sa, err := pgqueue.NewSetAside(pool, transportSchema)
+	if err != nil {
+		return nil, err
+	}
+	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: pub, SetAside: sa, Logger: log})
 	if err != nil {
 		return nil, err
 	}
