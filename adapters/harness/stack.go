@@ -75,8 +75,13 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 		if err != nil {
 			return nil, err
 		}
+		sa, err := pgqueue.NewSetAside(pool, transportSchema)
+		if err != nil {
+			_ = kp.Close()
+			return nil, err
+		}
 		kc, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: o.KafkaBrokers, WorkerID: "story", GroupID: "opledger-story-" + transportSchema,
-			DeadLetters: kp, MaxWait: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, Logger: log})
+			DeadLetters: kp, SetAside: sa, MaxWait: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, Logger: log})
 		if err != nil {
 			_ = kp.Close()
 			return nil, err

@@ -262,7 +262,7 @@ func TestCommitOnlyAfterTheResultIsRecorded(t *testing.T) {
 		note("recorded " + string(d.Result.Claim.Status))
 		return d
 	}
-	member := consumer(t, brokers, "w1")
+	member := consumer(t, brokers, "w1", rig.SetAside)
 	rig.Go("consumer", func(ctx context.Context) error { return member.Consume(ctx, handle) })
 	claimed := rig.WaitRecords("the claim", 1, status(domain.StatusClaimed))
 	want := []string{"retry", "recorded Claimed", fmt.Sprintf("commit %s/%d@1", transport.TopicRefundRequests, claimed[0].Origin.Partition)}

@@ -239,7 +239,12 @@ func openTransport(pool *pgxpool.Pool, tf *transportFlags, s workerSettings, log
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: s.brokers, WorkerID: s.id, GroupID: tf.group, DeadLetters: pub, Logger: log})
+	sa, err := pgqueue.NewSetAside(pool, tf.schema)
+	if err != nil {
+		_ = pub.Close()
+		return nil, nil, nil, err
+	}
+	c, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: s.brokers, WorkerID: s.id, GroupID: tf.group, DeadLetters: pub, SetAside: sa, Logger: log})
 	if err != nil {
 		_ = pub.Close()
 		return nil, nil, nil, err
