@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/pgqueue"
@@ -14,6 +15,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/adapters/transport/transporttest"
 	"opledger/domain"
+	"opledger/domain/setaside"
 	"opledger/eventstore"
 )
 
@@ -207,4 +209,44 @@ func TestBatchClaimKeepsOrderPerKey(t *testing.T) {
 		require.True(t, strings.HasPrefix(dl.MessageID.String(), "OP-B"))
 		require.Equal(t, "1", dl.Headers[transport.HeaderDeadAttempts])
 	}
+}
+
+// The relay on PostgreSQL: an event it cannot turn into a message (a
+// CapabilityIssued no build can decode) among healthy ones is retried up to
+// its policy's bound, then set aside in the transport schema's set-aside
+// table with its reason, and the healthy requests around it reach the
+// queue.
+func TestRelaySetsAsideAPoisonedEvent(t *testing.T) {
+	t.Parallel()
+	rig := transporttest.New(t)
+	q := newQueue(t, rig, "w1", nil)
+	rig.Approve("OP-1")
+	bad := uuid.NewString()
+	_, err := rig.Store.Append(t.Context(), domain.OperationID("OP-BAD").StreamName(), eventstore.Any(), []eventstore.EventData{{
+		ID: bad, Type: domain.TypeCapabilityIssued, Data: []byte(`{"unexpected_field":true}`), Metadata: []byte(`{}`),
+	}})
+	require.NoError(t, err)
+	rig.Approve("OP-2")
+	relay := rig.Relay(transport.RelayRefundRequests, q, transport.SelectRefundRequests, nil)
+	rig.Go("relay", relay.Run)
+
+	rig.Poll("both healthy requests in the queue", func() bool {
+		msgs, err := q.ListTopic(t.Context(), transport.TopicRefundRequests, 0, 10)
+		require.NoError(t, err)
+		return len(msgs) == 2
+	})
+	msgs, err := q.ListTopic(t.Context(), transport.TopicRefundRequests, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"OP-1", "OP-2"}, []string{msgs[0].Key, msgs[1].Key})
+	it, ok, err := rig.SetAside.Get(t.Context(), setaside.RoleRelay, transport.RelayRefundRequests+":"+bad)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, it.SetAside)
+	require.Equal(t, 3, it.Attempts, "the rig's relay policy: three attempts")
+	require.Equal(t, transport.ReasonRelaySelectFailed, it.Reason)
+	require.Equal(t, domain.OperationID("OP-BAD"), it.OperationID)
+	counts, err := rig.SetAside.Counts(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []setaside.Count{{Role: setaside.RoleRelay, SetAside: 1}}, counts)
+	require.Equal(t, int64(1), relay.Status().SetAside)
 }

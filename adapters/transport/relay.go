@@ -45,6 +45,15 @@ type Publisher interface {
 	Publish(ctx context.Context, msgs []Outbound) error
 }
 
+// Pinger is what a Publisher may also offer: Ping says whether the
+// transport can be reached without publishing anything (kafka.Publisher
+// does). An idle leader pings every PingInterval, so an unreachable
+// transport shows in its Status (StagePublish) before there is anything to
+// publish.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // Checkpoints persists where each relay stands in the log, as the text of a
 // position (eventstore.Position.String). Load returns "" for a relay that
 // never saved one (the start of the log).
@@ -95,6 +104,9 @@ type RelayConfig struct {
 	// idle leader checks it still holds the lock (default 1s); it always
 	// checks right before publishing.
 	LeaderRetry, LeaderCheck time.Duration
+	// PingInterval is how often an idle leader pings a Publisher that is a
+	// Pinger (default 5s); it pings at once when it starts leading.
+	PingInterval time.Duration
 	// BatchSize bounds the events read at once, and so the messages
 	// published before one checkpoint (default 500).
 	BatchSize int
@@ -149,6 +161,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	cfg.Policy = cmp.Or(cfg.Policy, DefaultRelayPolicy).WithDefaults()
 	cfg.LeaderRetry = cmp.Or(cfg.LeaderRetry, time.Second)
 	cfg.LeaderCheck = cmp.Or(cfg.LeaderCheck, time.Second)
+	cfg.PingInterval = cmp.Or(cfg.PingInterval, 5*time.Second)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 500)
 	cfg.PollMin = cmp.Or(cfg.PollMin, 10*time.Millisecond)
 	cfg.PollMax = cmp.Or(cfg.PollMax, time.Second)
@@ -157,7 +170,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.BatchSize < 1 || cfg.BatchSize > eventstore.MaxAppendBatch*10 {
 		errs = append(errs, fmt.Errorf("batch size %d must be in [1, %d]", cfg.BatchSize, eventstore.MaxAppendBatch*10))
 	}
-	if cfg.MaxFailures < 0 || cfg.PollMin <= 0 || cfg.PollMax < cfg.PollMin || cfg.FailureBackoff <= 0 || cfg.LeaderRetry <= 0 || cfg.LeaderCheck <= 0 {
+	if cfg.MaxFailures < 0 || cfg.PollMin <= 0 || cfg.PollMax < cfg.PollMin || cfg.FailureBackoff <= 0 || cfg.LeaderRetry <= 0 || cfg.LeaderCheck <= 0 || cfg.PingInterval <= 0 {
 		errs = append(errs, errors.New("MaxFailures must not be negative; pauses positive, PollMin <= PollMax"))
 	}
 	if err := cfg.Policy.Validate(); err != nil {
@@ -236,6 +249,8 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 		backoff   = r.cfg.FailureBackoff
 		failures  int
 		lastCheck = time.Now() // the lock was just taken
+		lastPing  time.Time    // zero: ping when first idle
+		pinger, _ = r.cfg.Publisher.(Pinger)
 	)
 	// outage records a failure and pauses; it returns an error when Run must
 	// stop (MaxFailures reached, or ctx ended).
@@ -292,6 +307,15 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 			continue
 		}
 		if len(batch) == 0 {
+			if pinger != nil && time.Since(lastPing) >= r.cfg.PingInterval {
+				if err := pinger.Ping(ctx); err != nil {
+					if err := outage(StagePublish, fmt.Errorf("transport unreachable: %w", err)); err != nil {
+						return err
+					}
+					continue
+				}
+				lastPing = time.Now()
+			}
 			healthy()
 			if !pause(ctx, poll, r.cfg.Wake) {
 				return ctx.Err()
@@ -313,6 +337,9 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 			continue
 		}
 		lastCheck = time.Now() // relayBatch checked before publishing
+		if res.published {
+			lastPing = lastCheck // publishing answers what a ping asks
+		}
 		after = res.next
 		healthy()
 		poll = r.cfg.PollMin
@@ -367,10 +394,11 @@ func (r *Relay) loadPending(ctx context.Context, log *slog.Logger) {
 
 // batchResult is what relayBatch did.
 type batchResult struct {
-	next    eventstore.Position // the checkpoint now saved
-	retryIn time.Duration       // > 0: stopped at a failing event; retry it after this
-	stage   string              // of err
-	err     error               // an outage: nothing past the old checkpoint is saved
+	next      eventstore.Position // the checkpoint now saved
+	retryIn   time.Duration       // > 0: stopped at a failing event; retry it after this
+	published bool                // messages went out
+	stage     string              // of err
+	err       error               // an outage: nothing past the old checkpoint is saved
 }
 
 // relayBatch maps batch (read after after) to messages, publishes them and
@@ -443,7 +471,7 @@ func (r *Relay) relayBatch(ctx context.Context, after eventstore.Position, batch
 		}
 		delete(r.pending, item)
 	}
-	return batchResult{next: last, retryIn: retryIn}
+	return batchResult{next: last, retryIn: retryIn, published: len(out) > 0}
 }
 
 // failed records a failed Select of rec.
