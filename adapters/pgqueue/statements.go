@@ -38,7 +38,7 @@ ON CONFLICT (topic, message_id) DO NOTHING`
     FOR UPDATE OF m SKIP LOCKED
 ), judged AS (
     SELECT m.id, m.attempts - m.uncounted >= $5 AS exhausted,
-           'claimed ' || (m.attempts - m.uncounted) || ' times without being settled or with a failure'
+           'handed out ' || (m.attempts - m.uncounted) || ' times without success'
                || COALESCE('; last error: ' || m.last_error, '') AS detail
     FROM %[1]s.messages m JOIN candidate c ON c.id = m.id
 )
