@@ -75,8 +75,13 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 		if err != nil {
 			return nil, err
 		}
+		sa, err := pgqueue.NewSetAside(pool, transportSchema)
+		if err != nil {
+			_ = kp.Close()
+			return nil, err
+		}
 		kc, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: o.KafkaBrokers, WorkerID: "story", GroupID: "opledger-story-" + transportSchema,
-			DeadLetters: kp, MaxWait: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, Logger: log})
+			DeadLetters: kp, SetAside: sa, MaxWait: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, Logger: log})
 		if err != nil {
 			_ = kp.Close()
 			return nil, err
@@ -95,7 +100,11 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	if err != nil {
 		return nil, err
 	}
-	relays, err := transport.StandardRelays(store, checks, pub, log)
+	sa, err := pgqueue.NewSetAside(pool, transportSchema)
+	if err != nil {
+		return nil, err
+	}
+	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: pub, SetAside: sa, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ func BenchmarkRelayKafkaWorkerLedger(b *testing.B) {
 		for n := range benchMessages {
 			rig.Approve(domain.OperationID(fmt.Sprintf("OP-%d-%d", i, n)))
 		}
-		c := consumer(b, brokers, "w1")
+		c := consumer(b, brokers, "w1", rig.SetAside)
 		h := rig.Handler("w1")
 		relay := rig.Relay(transport.RelayRefundRequests, publisher(b, brokers), transport.SelectRefundRequests, nil)
 		b.StartTimer()

@@ -11,6 +11,9 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"opledger/adapters/transport"
+	"opledger/domain"
+	"opledger/domain/clock"
+	"opledger/domain/setaside"
 )
 
 // ConsumerConfig configures a Consumer. Zero values take defaults.
@@ -37,14 +40,27 @@ type ConsumerConfig struct {
 	// MaxBytes bounds one fetch (default 1 MiB); QueueCapacity bounds the
 	// messages a partition reader holds ahead of the one in flight (default 16).
 	MaxBytes, QueueCapacity int
+	// SetAside keeps the failed-attempt count of each message (role
+	// setaside.RoleKafka, item "<group>/<topic>/<partition>@<offset>"), so
+	// that it survives restarts and rebalances: pgqueue.NewSetAside in the
+	// transport schema. Required.
+	SetAside setaside.Store
+	// Policy bounds the attempts at a failing message (a Retry that is not
+	// an outage, see transport.IsOutage) and the back-off between them
+	// (default DefaultPolicy); its partition waits meanwhile, to keep order.
+	Policy setaside.Policy
 	// RetryBackoff is the first pause before a message is handled again
-	// after Retry (or a failed dead-letter write), doubled up to
-	// MaxRetryBackoff (defaults 100ms, 10s).
+	// after an outage (the ledger's store unavailable, uncounted) or a
+	// failed dead-letter write, doubled up to MaxRetryBackoff (defaults
+	// 100ms, 10s).
 	RetryBackoff, MaxRetryBackoff time.Duration
-	// MaxRetries bounds the in-place attempts at one message, and the
-	// consecutive fetch errors of one partition, before the partition is
-	// given back (default 20).
+	// MaxRetries bounds the consecutive failed dead-letter writes of one
+	// message, and the consecutive fetch errors of one partition, before the
+	// partition is given back (default 20). Outages are retried in place for
+	// as long as the generation lives (a stop or a rebalance ends them).
 	MaxRetries int
+	// Clock dates failures and dead letters (default clock.System).
+	Clock clock.Clock
 	// MaxGroupErrors bounds consecutive failures to join the group before
 	// Consume returns the error (default 30).
 	MaxGroupErrors int
@@ -73,10 +89,24 @@ func (c *ConsumerConfig) setDefaults() {
 	c.MaxRetries = cmp.Or(c.MaxRetries, 20)
 	c.MaxGroupErrors = cmp.Or(c.MaxGroupErrors, 30)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 45*time.Second)
+	c.Policy = cmp.Or(c.Policy, DefaultPolicy).WithDefaults()
+	if c.Clock == nil {
+		c.Clock = clock.System{}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 }
+
+// DefaultPolicy bounds the attempts at a failing message: five, 1s, 2s, 4s
+// and 8s apart, so its partition waits at most 15s (plus the attempts
+// themselves) before the message is dead-lettered and the partition moves
+// on.
+var DefaultPolicy = setaside.Policy{MaxAttempts: 5, Backoff: time.Second, MaxBackoff: 30 * time.Second}
+
+// maxItemPrefix bounds group and topic names, so that every message's
+// set-aside item ("<group>/<topic>/<partition>@<offset>") fits the store.
+const maxItemPrefix = 2*domain.MaxIDLength - 40
 
 func (c *ConsumerConfig) validate() error {
 	var errs []error
@@ -85,6 +115,15 @@ func (c *ConsumerConfig) validate() error {
 	}
 	if c.WorkerID == "" {
 		errs = append(errs, errors.New("WorkerID is required"))
+	}
+	if c.SetAside == nil {
+		errs = append(errs, errors.New("SetAside is required (the attempt counts survive restarts there)"))
+	}
+	if len(c.GroupID)+len(c.Topic) > maxItemPrefix {
+		errs = append(errs, fmt.Errorf("group and topic names longer than %d bytes together", maxItemPrefix))
+	}
+	if err := c.Policy.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Topic == c.DeadLetterTopic {
 		errs = append(errs, fmt.Errorf("dead-letter topic %q is the consumed topic", c.Topic))
@@ -107,6 +146,7 @@ type Consumer struct {
 	cfg     ConsumerConfig
 	dlq     transport.Publisher
 	ownsDLQ *Publisher
+	stats   consumerStats
 }
 
 // NewConsumer validates cfg. It does no I/O.

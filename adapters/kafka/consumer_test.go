@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -262,7 +264,7 @@ func TestCommitOnlyAfterTheResultIsRecorded(t *testing.T) {
 		note("recorded " + string(d.Result.Claim.Status))
 		return d
 	}
-	member := consumer(t, brokers, "w1")
+	member := consumer(t, brokers, "w1", rig.SetAside)
 	rig.Go("consumer", func(ctx context.Context) error { return member.Consume(ctx, handle) })
 	claimed := rig.WaitRecords("the claim", 1, status(domain.StatusClaimed))
 	want := []string{"retry", "recorded Claimed", fmt.Sprintf("commit %s/%d@1", transport.TopicRefundRequests, claimed[0].Origin.Partition)}
@@ -275,4 +277,27 @@ func TestCommitOnlyAfterTheResultIsRecorded(t *testing.T) {
 	require.Equal(t, want, events)
 	mu.Unlock()
 	once(t, rig, "OP-1")
+}
+
+// A relay whose brokers cannot be reached (serve --kafka-brokers
+// 127.0.0.1:9) says so in its status, idle or not, and keeps trying: the
+// readiness check reports it instead of answering ready.
+func TestRelayReportsUnreachableBrokers(t *testing.T) {
+	t.Parallel()
+	rig := transporttest.New(t)
+	relay := rig.RelayWith(transport.RelayRefundRequests, publisher(t, []string{"127.0.0.1:9"}), transport.SelectRefundRequests, nil,
+		func(c *transport.RelayConfig) { c.MaxFailures = 0; c.PingInterval = 10 * time.Millisecond })
+	rig.Go("relay", relay.Run)
+	rig.Poll("the idle relay reporting the brokers unreachable", func() bool { return relay.Status().Failing })
+	st := relay.Status()
+	require.Equal(t, transport.StagePublish, st.Stage)
+	require.ErrorContains(t, st.Problem(), "unreachable")
+
+	rig.Approve("OP-1")
+	rig.Poll("a failed publication", func() bool {
+		st := relay.Status()
+		return st.Failing && strings.HasPrefix(st.Err, "publish 1 messages")
+	})
+	require.Zero(t, relay.Published())
+	require.True(t, relay.Status().Leader)
 }

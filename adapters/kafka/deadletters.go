@@ -232,6 +232,27 @@ func (d *DeadLetters) one(ctx context.Context, id string) (transport.DeadLetter,
 	return got[0], nil
 }
 
+// Count returns how many messages the dead-letter topic holds (resubmitted
+// ones included: a topic cannot forget them), from its partitions' offsets:
+// one metadata and one offsets request per partition, no message read.
+// For /metrics. Retention may have dropped the oldest; the count is of what
+// is still there.
+func (d *DeadLetters) Count(ctx context.Context) (int64, error) {
+	parts, err := d.partitions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, p := range parts {
+		first, last, err := d.offsets(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		n += last - first
+	}
+	return n, nil
+}
+
 // partitions lists the dead-letter topic's partitions, in order.
 func (d *DeadLetters) partitions(ctx context.Context) ([]int, error) {
 	var lastErr error

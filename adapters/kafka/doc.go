@@ -13,13 +13,24 @@
 // Offsets, stated as boundaries. A partition's offset is committed (as the
 // next offset to read) only after the message's HandleFunc returned Ack, or
 // after the message was written to the dead-letter topic (acknowledged by
-// all in-sync replicas) when it returned DeadLetter. A message whose result
-// could not be recorded (Retry) is handled again in place, with a bounded
-// back-off; after MaxRetries the partition is given back (the generation
-// ends and the group rejoins), and it is read again from the committed
-// offset. A failed commit does the same. So every message is handled at
-// least once, in partition order, and copies are what the ledger's inbox
-// absorbs (DuplicateDelivery). A rebalance or a stop lets the message in
-// flight finish within DrainTimeout and commits it if the generation still
-// allows it; otherwise the next owner reads it again.
+// all in-sync replicas) when it returned DeadLetter or ran out of attempts.
+// So every message is handled at least once, in partition order, and copies
+// are what the ledger's inbox absorbs (DuplicateDelivery). A rebalance or a
+// stop lets the message in flight finish within DrainTimeout and commits it
+// if the generation still allows it; otherwise the next owner reads it
+// again. A failed commit gives the partition back (the generation ends and
+// the group rejoins), and it is read again from the committed offset.
+//
+// A failing message does not block its partition for ever. A Retry that is
+// not an outage (transport.IsOutage: the ledger's store unavailable, or the
+// handling cut short) is a failed attempt, counted in the set-aside store
+// (ConsumerConfig.SetAside, role kafka, item
+// "<group>/<topic>/<partition>@<offset>"), so the count survives restarts
+// and rebalances: whoever owns the partition next reads it when the
+// partition is assigned and goes on from there. The partition waits out the
+// policy's back-off between attempts (order within it holds; other
+// partitions flow), and at Policy.MaxAttempts the message is dead-lettered
+// (delivery.attempts-exhausted, with opledger-dlq-attempts and the last
+// error), committed, and its count cleared. An outage is retried in place
+// without counting, for as long as the generation lives.
 package kafka

@@ -15,6 +15,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/adapters/transport/transporttest"
 	"opledger/domain"
+	"opledger/domain/setaside"
 )
 
 // partitions of the refund-requests topic in every test cluster.
@@ -44,24 +45,29 @@ func publisher(t testing.TB, brokers []string) *kafka.Publisher {
 }
 
 // consumer is a group member tuned for tests: quick heartbeats (rebalances
-// noticed within ~100ms) and short fetch waits (readers close quickly).
-func consumer(t testing.TB, brokers []string, worker string) *kafka.Consumer {
+// noticed within ~100ms) and short fetch waits (readers close quickly); its
+// attempt counts live in sa.
+func consumer(t testing.TB, brokers []string, worker string, sa setaside.Store, tune ...func(*kafka.ConsumerConfig)) *kafka.Consumer {
 	t.Helper()
-	c, err := kafka.NewConsumer(kafka.ConsumerConfig{
-		Brokers: brokers, WorkerID: worker, GroupID: "workers",
+	cfg := kafka.ConsumerConfig{
+		Brokers: brokers, WorkerID: worker, GroupID: "workers", SetAside: sa,
 		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 3 * time.Second, RebalanceTimeout: 5 * time.Second,
 		JoinGroupBackoff: 100 * time.Millisecond, MaxWait: 100 * time.Millisecond,
 		RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 100 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	c, err := kafka.NewConsumer(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
 // consume runs worker's consumer on the rig until stop.
-func consume(rig *transporttest.Rig, brokers []string, worker string) (stop func()) {
-	c := consumer(rig.T, brokers, worker)
+func consume(rig *transporttest.Rig, brokers []string, worker string, tune ...func(*kafka.ConsumerConfig)) (stop func()) {
+	c := consumer(rig.T, brokers, worker, rig.SetAside, tune...)
 	h := rig.Handler(worker)
 	return rig.Go("consumer "+worker, func(ctx context.Context) error { return c.Consume(ctx, h) })
 }

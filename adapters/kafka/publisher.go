@@ -36,7 +36,8 @@ type PublisherConfig struct {
 // in one partition and in order; a write returns only once every message is
 // acknowledged by all in-sync replicas.
 type Publisher struct {
-	w *kafkago.Writer
+	w      *kafkago.Writer
+	client *kafkago.Client
 }
 
 // NewPublisher validates cfg. It does no I/O.
@@ -55,7 +56,24 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		AllowAutoTopicCreation: cfg.AllowAutoTopicCreation,
 		Transport:              cfg.Transport,
 	}
-	return &Publisher{w: w}, nil
+	// Ping goes the writer's way to the brokers (its Transport), bounded by
+	// pingTimeout.
+	client := &kafkago.Client{Addr: w.Addr, Transport: cfg.Transport, Timeout: min(w.WriteTimeout, pingTimeout)}
+	return &Publisher{w: w, client: client}, nil
+}
+
+// pingTimeout bounds one Ping.
+const pingTimeout = 5 * time.Second
+
+// Ping implements transport.Pinger: one metadata request to the brokers,
+// through the writer's transport. An idle relay calls it, so that its
+// status says the brokers cannot be reached before there is anything to
+// publish.
+func (p *Publisher) Ping(ctx context.Context) error {
+	if _, err := p.client.Metadata(ctx, &kafkago.MetadataRequest{}); err != nil {
+		return fmt.Errorf("kafka brokers unreachable: %w", err)
+	}
+	return nil
 }
 
 // Publish implements transport.Publisher. Each message carries its Headers
@@ -114,4 +132,7 @@ func (p *Publisher) Close() error {
 	return nil
 }
 
-var _ transport.Publisher = (*Publisher)(nil)
+var (
+	_ transport.Publisher = (*Publisher)(nil)
+	_ transport.Pinger    = (*Publisher)(nil)
+)

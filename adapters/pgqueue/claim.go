@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"opledger/adapters/transport"
+	"opledger/domain"
 )
 
 // ErrClaimLost means a settle found the row no longer under the caller's
@@ -24,9 +27,15 @@ type Claimed struct {
 	Key       string
 	Value     []byte
 	Headers   map[string]string
-	Attempt   int  // this claim's attempt number (1 on first delivery)
-	Exhausted bool // claimed MaxAttempts times before: dead-lettered by this claim, not to be handled
+	Attempt   int // this claim's attempt number (1 on first delivery); it fences the settle
+	// Uncounted is how many earlier claims ended in an outage (not counted
+	// against the message): its counted attempt is Attempt - Uncounted.
+	Uncounted int
+	Exhausted bool // counted MaxAttempts attempts before: dead-lettered by this claim, not to be handled
 }
+
+// Counted is this claim's attempt as counted against the message.
+func (c Claimed) Counted() int { return c.Attempt - c.Uncounted }
 
 // Inbound is c as a Source hands it to a HandleFunc.
 func (c Claimed) Inbound() transport.Inbound {
@@ -38,9 +47,13 @@ func (c Claimed) Inbound() transport.Inbound {
 
 // Claim hands out up to limit messages of the queue's topic to workerID:
 // visible ready rows whose key has no earlier ready row, in id order,
-// skipping rows another claimer holds. Each is hidden for the visibility
-// timeout and its attempt counted. Rows claimed MaxAttempts times already
-// are dead-lettered instead and returned with Exhausted set.
+// skipping rows another claimer holds. So a batch holds at most one message
+// per key, the oldest ready one, and a key's next message is handed out
+// only once the one before it is settled (acknowledged or dead-lettered).
+// Each is hidden for the visibility timeout and its attempt counted. Rows
+// whose counted attempts reached MaxAttempts (claimed and never settled, or
+// settled as failed) are dead-lettered instead
+// (delivery.attempts-exhausted) and returned with Exhausted set.
 func (q *Queue) Claim(ctx context.Context, workerID string, limit int) ([]Claimed, error) {
 	limit = min(max(limit, 1), MaxConcurrency)
 	rows, err := q.cfg.DB.Query(ctx, q.sql.claim, q.cfg.Topic, limit, float64(q.cfg.VisibilityTimeout.Milliseconds()),
@@ -56,7 +69,7 @@ func (q *Queue) Claim(ctx context.Context, workerID string, limit int) ([]Claime
 			headers []byte
 			state   string
 		)
-		if err := rows.Scan(&c.ID, &c.MessageID, &c.Key, &c.Value, &headers, &c.Attempt, &state); err != nil {
+		if err := rows.Scan(&c.ID, &c.MessageID, &c.Key, &c.Value, &headers, &c.Attempt, &c.Uncounted, &state); err != nil {
 			return nil, fmt.Errorf("claim from %s.messages: %w", q.schema, err)
 		}
 		if err := json.Unmarshal(headers, &c.Headers); err != nil {
@@ -71,16 +84,27 @@ func (q *Queue) Claim(ctx context.Context, workerID string, limit int) ([]Claime
 	return out, nil
 }
 
+// maxErrorText bounds the error text kept with a retried message.
+const maxErrorText = 1024
+
 // Settle does what d says with a claimed message, conditional on the claim
 // still holding (else ErrClaimLost): ActionAck marks it acknowledged;
 // ActionDeadLetter moves it to the dead-letter queue with the reason and
-// detail, in the same row and statement; ActionRetry hides it for the retry
-// back-off of its attempt, after which it is handed out again.
+// detail, in the same row and statement; ActionRetry, for an outage
+// (transport.IsOutage on ctx, the context the message was handled on), hides
+// it for the outage back-off without counting the attempt, and otherwise
+// counts it as failed: hidden for the retry back-off of its counted attempt
+// (RetryBackoff doubling to MaxRetryBackoff), or dead-lettered
+// (delivery.attempts-exhausted) when that was its MaxAttempts-th.
 func (q *Queue) Settle(ctx context.Context, c Claimed, d transport.Disposition) error {
 	var (
 		query string
 		args  []any
 	)
+	errText := ""
+	if d.Err != nil {
+		errText, _ = domain.EvidenceText(d.Err.Error(), maxErrorText)
+	}
 	switch d.Action {
 	case transport.ActionAck:
 		query, args = q.sql.ack, []any{c.ID, c.Attempt}
@@ -94,11 +118,24 @@ func (q *Queue) Settle(ctx context.Context, c Claimed, d transport.Disposition) 
 		}
 		query, args = q.sql.deadLetter, []any{c.ID, c.Attempt, string(d.Reason), d.Detail, h}
 	case transport.ActionRetry:
-		errText := ""
-		if d.Err != nil {
-			errText = d.Err.Error()
+		if transport.IsOutage(ctx, d) {
+			query, args = q.sql.outage, []any{c.ID, c.Attempt, float64(q.outageBackoff(c.Uncounted + 1).Milliseconds()), errText}
+			break
 		}
-		query, args = q.sql.retry, []any{c.ID, c.Attempt, float64(q.retryBackoff(c.Attempt).Milliseconds()), errText}
+		var state string
+		err := q.cfg.DB.QueryRow(ctx, q.sql.retry, c.ID, c.Attempt, float64(q.retryBackoff(c.Counted()).Milliseconds()), errText,
+			q.cfg.MaxAttempts, string(transport.ReasonDeliveryAttemptsExhausted), q.cfg.WorkerID).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("settle row %d (%s) attempt %d: %w", c.ID, d.Action, c.Attempt, ErrClaimLost)
+		}
+		if err != nil {
+			return fmt.Errorf("settle row %d (%s): %w", c.ID, d.Action, err)
+		}
+		if state == "dead" {
+			q.cfg.Logger.WarnContext(ctx, "dead-lettered: attempts exhausted", "row", c.ID, "message_id", c.MessageID,
+				"attempts", c.Counted(), "err", errText)
+		}
+		return nil
 	default:
 		return fmt.Errorf("settle row %d: unknown action %v", c.ID, d.Action)
 	}
@@ -112,12 +149,23 @@ func (q *Queue) Settle(ctx context.Context, c Claimed, d transport.Disposition) 
 	return nil
 }
 
-// retryBackoff is RetryBackoff doubled per earlier attempt, at most
+// retryBackoff is RetryBackoff doubled per earlier counted attempt, at most
 // MaxRetryBackoff.
 func (q *Queue) retryBackoff(attempt int) time.Duration {
-	b := q.cfg.RetryBackoff
-	for i := 1; i < attempt && b < q.cfg.MaxRetryBackoff; i++ {
+	return doubled(q.cfg.RetryBackoff, attempt, q.cfg.MaxRetryBackoff)
+}
+
+// outageBackoff is RetryBackoff doubled per earlier outage of the message,
+// at most MaxOutageBackoff: short, so the message goes again soon after
+// the store is back.
+func (q *Queue) outageBackoff(outages int) time.Duration {
+	return doubled(q.cfg.RetryBackoff, outages, q.cfg.MaxOutageBackoff)
+}
+
+func doubled(first time.Duration, n int, most time.Duration) time.Duration {
+	b := first
+	for i := 1; i < n && b < most; i++ { // bounded by most's doublings
 		b *= 2
 	}
-	return min(b, q.cfg.MaxRetryBackoff)
+	return min(b, most)
 }

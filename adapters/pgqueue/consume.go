@@ -55,13 +55,16 @@ func (q *Queue) claimer(ctx context.Context, id string, handle transport.HandleF
 		default:
 			failures = 0
 		}
+		outage := false
 		for _, c := range claimed {
-			q.deliver(ctx, c, handle)
+			outage = q.deliver(ctx, c, handle) || outage
 		}
-		if len(claimed) > 0 {
+		if len(claimed) > 0 && !outage {
 			poll = q.cfg.PollMin
 			continue
 		}
+		// Nothing to do, or the ledger's store is out: pause (doubling up to
+		// PollMax) rather than claim every other message into the outage.
 		timer.Reset(poll)
 		select {
 		case <-ctx.Done():
@@ -74,17 +77,20 @@ func (q *Queue) claimer(ctx context.Context, id string, handle transport.HandleF
 
 // deliver handles one claimed message and settles it, on a context that
 // outlives a stop by DrainTimeout. A message that cannot be settled is left
-// to its visibility timeout: it is handed out again.
-func (q *Queue) deliver(ctx context.Context, c Claimed, handle transport.HandleFunc) {
-	log := q.cfg.Logger.With("row", c.ID, "message_id", c.MessageID, "attempt", c.Attempt)
+// to its visibility timeout: it is handed out again. It reports whether the
+// handling met an outage.
+func (q *Queue) deliver(ctx context.Context, c Claimed, handle transport.HandleFunc) (outage bool) {
+	log := q.cfg.Logger.With("row", c.ID, "message_id", c.MessageID, "attempt", c.Attempt, "counted", c.Counted())
 	if c.Exhausted {
 		log.WarnContext(ctx, "dead-lettered: attempts exhausted", "max_attempts", q.cfg.MaxAttempts)
-		return
+		return false
 	}
 	hctx, cancel := transport.DrainContext(ctx, q.cfg.DrainTimeout)
 	defer cancel()
 	d := handle(hctx, c.Inbound())
+	outage = d.Action == transport.ActionRetry && transport.IsOutage(hctx, d)
 	if err := q.Settle(hctx, c, d); err != nil {
 		log.WarnContext(ctx, "message not settled; it will be handed out again after its visibility timeout", "action", d.Action, "err", err)
 	}
+	return outage
 }

@@ -34,12 +34,20 @@ type Config struct {
 	// plus recording), or a live worker's message is handed out again (which
 	// is safe, the inbox absorbs it, but wasteful).
 	VisibilityTimeout time.Duration
-	// MaxAttempts bounds the claims of one message: claimed that often
-	// without being settled, it is dead-lettered (default 10).
+	// MaxAttempts bounds the counted attempts at one message: claimed that
+	// often without being settled, or settled as failed (a Retry that is not
+	// an outage), it is dead-lettered as delivery.attempts-exhausted
+	// (default 10). Outages (transport.IsOutage) are not counted.
 	MaxAttempts int
-	// RetryBackoff is how long a message the worker could not record stays
-	// hidden, doubled per attempt up to MaxRetryBackoff (defaults 1s, 5m).
+	// RetryBackoff is how long a failed message stays hidden before it is
+	// handed out again, doubled per counted attempt up to MaxRetryBackoff
+	// (defaults 1s, 5m): with the defaults, the tenth attempt comes about
+	// 13 minutes after the first. Meanwhile later messages of its key wait
+	// (order per key); other keys flow.
 	RetryBackoff, MaxRetryBackoff time.Duration
+	// MaxOutageBackoff caps the hiding after an outage, RetryBackoff
+	// doubled per consecutive outage of the message (default 30s).
+	MaxOutageBackoff time.Duration
 	// PollMin and PollMax bound the pause after an empty claim (defaults
 	// 10ms, 1s): it starts at PollMin and doubles.
 	PollMin, PollMax time.Duration
@@ -59,6 +67,7 @@ func (c *Config) setDefaults() {
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 10)
 	c.RetryBackoff = cmp.Or(c.RetryBackoff, time.Second)
 	c.MaxRetryBackoff = cmp.Or(c.MaxRetryBackoff, 5*time.Minute)
+	c.MaxOutageBackoff = cmp.Or(c.MaxOutageBackoff, 30*time.Second)
 	c.PollMin = cmp.Or(c.PollMin, 10*time.Millisecond)
 	c.PollMax = cmp.Or(c.PollMax, time.Second)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 45*time.Second)
@@ -79,7 +88,7 @@ func (c *Config) validate() error {
 	if c.VisibilityTimeout < time.Second || c.MaxAttempts < 1 || c.MaxClaimFailures < 1 {
 		errs = append(errs, errors.New("visibility timeout must be at least 1s; MaxAttempts and MaxClaimFailures positive"))
 	}
-	if c.RetryBackoff <= 0 || c.MaxRetryBackoff < c.RetryBackoff || c.PollMin <= 0 || c.PollMax < c.PollMin || c.DrainTimeout <= 0 {
+	if c.RetryBackoff <= 0 || c.MaxRetryBackoff < c.RetryBackoff || c.MaxOutageBackoff <= 0 || c.PollMin <= 0 || c.PollMax < c.PollMin || c.DrainTimeout <= 0 {
 		errs = append(errs, errors.New("back-offs must be positive with min <= max"))
 	}
 	if err := errors.Join(errs...); err != nil {

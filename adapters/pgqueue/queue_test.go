@@ -218,6 +218,8 @@ func TestResubmitSpentAuthorityIsRefusedAndSignalled(t *testing.T) {
 		return len(dead) == 1
 	})
 	require.Equal(t, transport.ReasonDeliveryAttemptsExhausted, dead[0].Reason)
+	require.Equal(t, "1", dead[0].Headers[transport.HeaderDeadAttempts])
+	require.Contains(t, dead[0].Detail, "handed out 1 times")
 
 	// Friday 15:30: resubmit all.
 	rs, err := q.Resubmit(t.Context(), transport.ResubmitRequest{All: true, By: "operator-1"})

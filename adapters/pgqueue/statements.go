@@ -23,8 +23,10 @@ ON CONFLICT (topic, message_id) DO NOTHING`
 	// sqlClaim takes up to $2 visible ready rows of topic $1 whose key has
 	// no earlier ready row (one message per key in flight, in id order),
 	// skipping rows other workers hold locked; counts the attempt and hides
-	// each row for $3 milliseconds. A row claimed $5 times already is
-	// dead-lettered instead (state 'dead' in the result).
+	// each row for $3 milliseconds. A row whose counted attempts (attempts
+	// minus the uncounted outages) reached $5 is dead-lettered instead
+	// (state 'dead' in the result), with its reason ($6), the attempts and
+	// the last error in its columns and headers.
 	sqlClaim = `WITH candidate AS (
     SELECT m.id FROM %[1]s.messages m
     WHERE m.topic = $1 AND m.state = 'ready' AND m.visible_at <= now()
@@ -34,25 +36,60 @@ ON CONFLICT (topic, message_id) DO NOTHING`
     ORDER BY m.id
     LIMIT $2
     FOR UPDATE OF m SKIP LOCKED
+), judged AS (
+    SELECT m.id, m.attempts - m.uncounted >= $5 AS exhausted,
+           'handed out ' || (m.attempts - m.uncounted) || ' times without success'
+               || COALESCE('; last error: ' || m.last_error, '') AS detail
+    FROM %[1]s.messages m JOIN candidate c ON c.id = m.id
 )
 UPDATE %[1]s.messages m SET
-    attempts    = CASE WHEN m.attempts >= $5 THEN m.attempts ELSE m.attempts + 1 END,
+    attempts    = CASE WHEN j.exhausted THEN m.attempts ELSE m.attempts + 1 END,
     visible_at  = now() + $3::float8 * interval '1 millisecond',
     claimed_by  = $4,
-    state       = CASE WHEN m.attempts >= $5 THEN 'dead' ELSE 'ready' END,
-    settled_at  = CASE WHEN m.attempts >= $5 THEN now() END,
-    dead_reason = CASE WHEN m.attempts >= $5 THEN $6 END,
-    dead_detail = CASE WHEN m.attempts >= $5 THEN 'handed out ' || m.attempts || ' times without being settled' END
-FROM candidate c WHERE m.id = c.id
-RETURNING m.id, m.message_id, m.key, m.value, m.headers, m.attempts, m.state`
+    state       = CASE WHEN j.exhausted THEN 'dead' ELSE 'ready' END,
+    settled_at  = CASE WHEN j.exhausted THEN now() END,
+    dead_reason = CASE WHEN j.exhausted THEN $6 END,
+    dead_detail = CASE WHEN j.exhausted THEN j.detail END,
+    headers     = CASE WHEN j.exhausted THEN m.headers || jsonb_build_object(
+                      'opledger-dlq-reason', $6::text, 'opledger-dlq-detail', j.detail,
+                      'opledger-dlq-attempts', (m.attempts - m.uncounted)::text, 'opledger-dlq-worker', $4::text)
+                  ELSE m.headers END
+FROM judged j WHERE m.id = j.id
+RETURNING m.id, m.message_id, m.key, m.value, m.headers, m.attempts, m.uncounted, m.state`
 
 	sqlAck = `UPDATE %[1]s.messages SET state = 'acked', settled_at = now(), last_error = NULL
 WHERE id = $1 AND attempts = $2 AND state = 'ready'`
 	sqlDeadLetter = `UPDATE %[1]s.messages SET state = 'dead', settled_at = now(), dead_reason = $3, dead_detail = $4,
     headers = headers || $5::jsonb
 WHERE id = $1 AND attempts = $2 AND state = 'ready'`
-	sqlRetry = `UPDATE %[1]s.messages SET visible_at = now() + $3::float8 * interval '1 millisecond', last_error = $4
+	// sqlRetry settles a failed attempt (the message's fault): hidden for
+	// $3 milliseconds, or dead-lettered at once when its counted attempts
+	// reached $5 (reason $6, worker $7). It returns the new state.
+	sqlRetry = `UPDATE %[1]s.messages SET
+    visible_at  = now() + $3::float8 * interval '1 millisecond',
+    last_error  = $4,
+    state       = CASE WHEN attempts - uncounted >= $5 THEN 'dead' ELSE 'ready' END,
+    settled_at  = CASE WHEN attempts - uncounted >= $5 THEN now() END,
+    dead_reason = CASE WHEN attempts - uncounted >= $5 THEN $6 END,
+    dead_detail = CASE WHEN attempts - uncounted >= $5 THEN 'failed ' || (attempts - uncounted) || ' times; last error: ' || $4 END,
+    headers     = CASE WHEN attempts - uncounted >= $5 THEN headers || jsonb_build_object(
+                      'opledger-dlq-reason', $6::text, 'opledger-dlq-detail', 'failed ' || (attempts - uncounted) || ' times; last error: ' || $4,
+                      'opledger-dlq-attempts', (attempts - uncounted)::text, 'opledger-dlq-worker', $7::text)
+                  ELSE headers END
+WHERE id = $1 AND attempts = $2 AND state = 'ready'
+RETURNING state`
+	// sqlOutage settles an attempt that failed for an outage (not the
+	// message's fault): uncounted, hidden for $3 milliseconds.
+	sqlOutage = `UPDATE %[1]s.messages SET uncounted = uncounted + 1,
+    visible_at = now() + $3::float8 * interval '1 millisecond', last_error = $4
 WHERE id = $1 AND attempts = $2 AND state = 'ready'`
+
+	// sqlDepthReady and sqlDepthDead count, per topic, the ready messages
+	// (visible, and hidden: in flight or backing off) and the dead letters
+	// not resubmitted; each runs on its partial index.
+	sqlDepthReady = `SELECT topic, count(*) FILTER (WHERE visible_at <= now()), count(*) FILTER (WHERE visible_at > now())
+FROM %[1]s.messages WHERE state = 'ready' GROUP BY topic`
+	sqlDepthDead = `SELECT topic, count(*) FROM %[1]s.messages WHERE state = 'dead' GROUP BY topic`
 
 	sqlListTopic = `SELECT id, message_id, key, value, headers, state, attempts, created_at
 FROM %[1]s.messages WHERE topic = $1 AND id > $2 ORDER BY id LIMIT $3`
@@ -83,7 +120,8 @@ FROM %[1]s.resubmissions WHERE dead_letter_id = ANY($1)`
 // statements holds the SQL above for one schema.
 type statements struct {
 	loadCheckpoint, saveCheckpoint                  string
-	publish, claim, ack, deadLetter, retry          string
+	publish, claim, ack, deadLetter, retry, outage  string
+	depthReady, depthDead                           string
 	listTopic, listDead, deadIDs, lockDead          string
 	markResubmit, insertMessage                     string
 	beginResubmission, doneResubmission, lookupResu string
@@ -94,7 +132,8 @@ func newStatements(schema string) statements {
 	f := func(q string) string { return fmt.Sprintf(q, ident) }
 	return statements{
 		loadCheckpoint: f(sqlLoadCheckpoint), saveCheckpoint: f(sqlSaveCheckpoint),
-		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry),
+		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
+		depthReady: f(sqlDepthReady), depthDead: f(sqlDepthDead),
 		listTopic: f(sqlListTopic), listDead: f(sqlListDead), deadIDs: f(sqlDeadIDs), lockDead: f(sqlLockDead),
 		markResubmit: f(sqlMarkResubmit), insertMessage: f(sqlInsertMessage),
 		beginResubmission: f(sqlBeginResubmission), doneResubmission: f(sqlDoneResubmission), lookupResu: f(sqlLookupResubmission),

@@ -8,6 +8,12 @@ import (
 	"opledger/domain"
 )
 
+// HeaderDeadAttempts is the dead-letter header with the number of failed
+// attempts at the message before it was dead-lettered (on
+// delivery.attempts-exhausted; absent for bad input, which is dead-lettered
+// at once).
+const HeaderDeadAttempts = "opledger-dlq-attempts"
+
 // DeadLetter is one message in a dead-letter queue.
 type DeadLetter struct {
 	// ID names the dead letter for the tooling: "DL-<partition>-<offset>"
@@ -84,7 +90,7 @@ func ResubmissionHeaders(original map[string]string, deadLetterID, previousMessa
 	h := make(map[string]string, len(original)+3)
 	for k, v := range original {
 		switch k {
-		case HeaderDeadReason, HeaderDeadDetail, HeaderDeadLetteredBy, HeaderDeadLetteredAt,
+		case HeaderDeadReason, HeaderDeadDetail, HeaderDeadLetteredBy, HeaderDeadLetteredAt, HeaderDeadAttempts,
 			HeaderOriginalTopic, HeaderOriginalPart, HeaderOriginalOffset:
 			continue
 		}

@@ -10,6 +10,13 @@
 // published, then died before saving its checkpoint) publishes the very same
 // message ids, and the worker's inbox answers them DuplicateDelivery.
 //
+// A relay holds a Leadership while it publishes (pgqueue.Leader on
+// PostgreSQL), so N instances publish each message once; a standby takes
+// over when the leader's lock session dies. An event the relay cannot turn
+// into a message is retried a bounded number of times, then set aside
+// (setaside.RoleRelay) and skipped; a transport it cannot reach is an
+// outage, retried with a bounded back-off and reported in Relay.Status.
+//
 // The worker side is a Source (Kafka consumer group, or the Postgres queue)
 // calling a HandleFunc per message; Dispatcher is the HandleFunc every
 // Source is given. It decodes the message, hands it to the worker role and

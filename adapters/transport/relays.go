@@ -1,13 +1,32 @@
 package transport
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 
+	"opledger/domain/clock"
+	"opledger/domain/setaside"
 	"opledger/eventstore"
 )
 
-// StandardRelays returns the relays every deployment runs over the log,
-// publishing through pub and checkpointed in checks:
+// RelaysConfig configures StandardRelays. Store, Checkpoints and Publisher
+// are required; the rest is optional.
+type RelaysConfig struct {
+	Store       eventstore.Store
+	Checkpoints Checkpoints
+	Publisher   Publisher
+	// SetAside keeps events a relay could not turn into messages (default:
+	// one in-memory store for both relays).
+	SetAside setaside.Store
+	// Leader returns the lock relay name publishes under (pgqueue.Leader on
+	// PostgreSQL); nil when every relay always leads (one instance only).
+	Leader func(name string) (Leadership, error)
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// StandardRelays returns the relays every deployment runs over the log:
 //   - RelayRefundRequests: one RefundRequest per CapabilityIssued;
 //   - RelaySecuritySignals: one SecuritySignal per replay-suspected
 //     refusal. Following the log rather than publishing from the worker
@@ -15,10 +34,17 @@ import (
 //     refusal and publishing: the refusal is in the log, so the signal
 //     follows, at least once (its id, SignalIDForEvent, is stable).
 //
-// Run each with Run on its own goroutine; one instance of each per
-// deployment is enough (a second publishes the same ids again, which is
-// harmless but wasted work).
-func StandardRelays(store eventstore.Store, checks Checkpoints, pub Publisher, log *slog.Logger) ([]*Relay, error) {
+// Run each with Run on its own goroutine. Any number of instances may run
+// when cfg.Leader is set: one leads each relay, the others stand by. Without
+// it, run one instance per deployment (a second publishes the same ids
+// again, which is harmless but wasted work).
+func StandardRelays(cfg RelaysConfig) ([]*Relay, error) {
+	if cfg.Store == nil || cfg.Checkpoints == nil || cfg.Publisher == nil {
+		return nil, errors.New("transport: relays config: Store, Checkpoints and Publisher are required")
+	}
+	if cfg.SetAside == nil {
+		cfg.SetAside = &setaside.Memory{}
+	}
 	var out []*Relay
 	for _, c := range []struct {
 		name string
@@ -27,7 +53,18 @@ func StandardRelays(store eventstore.Store, checks Checkpoints, pub Publisher, l
 		{RelayRefundRequests, SelectRefundRequests},
 		{RelaySecuritySignals, SelectSecuritySignals},
 	} {
-		r, err := NewRelay(RelayConfig{Name: c.name, Store: store, Checkpoints: checks, Publisher: pub, Select: c.sel, Logger: log})
+		var lead Leadership
+		if cfg.Leader != nil {
+			l, err := cfg.Leader(c.name)
+			if err != nil {
+				return nil, fmt.Errorf("relay %s: leader: %w", c.name, err)
+			}
+			lead = l
+		}
+		r, err := NewRelay(RelayConfig{
+			Name: c.name, Store: cfg.Store, Checkpoints: cfg.Checkpoints, Publisher: cfg.Publisher, Select: c.sel,
+			SetAside: cfg.SetAside, Leader: lead, Clock: cfg.Clock, Logger: cfg.Logger,
+		})
 		if err != nil {
 			return nil, err
 		}

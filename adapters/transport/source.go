@@ -2,10 +2,12 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"opledger/domain"
 	"opledger/domain/worker"
+	"opledger/eventstore"
 )
 
 // Source delivers messages of TopicRefundRequests to a HandleFunc. The Kafka
@@ -25,6 +27,12 @@ import (
 //     the copies).
 //   - Bad input never stops it: dead letters are acknowledged and the next
 //     message is handled.
+//   - One failing message never stops it: a Retry that is not an outage
+//     (see IsOutage) counts an attempt against the message; after a bounded
+//     number of attempts, with a growing back-off between them, the message
+//     is dead-lettered (delivery.attempts-exhausted) and the next one is
+//     handled. An outage is retried without counting, for as long as the
+//     context lives.
 //   - Consume returns when ctx ends (ctx.Err()), after letting the messages
 //     in flight finish within its drain timeout, or when the transport fails
 //     beyond its retry bound (an error).
@@ -93,4 +101,16 @@ type Disposition struct {
 	// Result is what the worker did, when it was called.
 	Result  worker.Result
 	Handled bool // the worker was called and returned a result
+}
+
+// IsOutage reports whether d, a Retry, failed for a reason outside the
+// message: the ledger's store was unavailable (eventstore.ErrUnavailable:
+// PostgreSQL restarting, say), or ctx, the context the message was handled
+// on, ended (a stop or a rebalance cut it short). A Source retries an outage
+// without counting it against the message, so healthy messages are never
+// dead-lettered because the database restarted. Any other Retry (a corrupt
+// stream, contention that outlasted the ledger's retries, an unexpected
+// error) is the message's failure and is counted.
+func IsOutage(ctx context.Context, d Disposition) bool {
+	return errors.Is(d.Err, eventstore.ErrUnavailable) || ctx.Err() != nil
 }

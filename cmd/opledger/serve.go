@@ -326,7 +326,13 @@ func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pg
 			closePub()
 			return nil, err
 		}
-		relays, err := transport.StandardRelays(store, checks, publisher, log)
+		sa, err := pgqueue.NewSetAside(pool, tf.schema)
+		if err != nil {
+			closePub()
+			return nil, err
+		}
+		relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: publisher,
+			SetAside: sa, Leader: relayLeader(pool, tf.schema), Logger: log})
 		if err != nil {
 			closePub()
 			return nil, err

@@ -190,7 +190,12 @@ func serveWorker(ctx context.Context, db *dbConfig, tf *transportFlags, s worker
 		if err != nil {
 			return err
 		}
-		rs, err := transport.StandardRelays(store, checks, publisher, log)
+		sa, err := pgqueue.NewSetAside(pool, tf.schema)
+		if err != nil {
+			return err
+		}
+		rs, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: publisher,
+			SetAside: sa, Leader: relayLeader(pool, tf.schema), Logger: log})
 		if err != nil {
 			return err
 		}
@@ -205,6 +210,12 @@ func serveWorker(ctx context.Context, db *dbConfig, tf *transportFlags, s worker
 		return nil
 	}
 	return err
+}
+
+// relayLeader gives each relay its PostgreSQL leader lock, so that serve
+// instances (and workers run with --relay) publish each message once.
+func relayLeader(pool *pgxpool.Pool, schema string) func(string) (transport.Leadership, error) {
+	return func(name string) (transport.Leadership, error) { return pgqueue.NewLeader(pool, schema, name) }
 }
 
 func transportName(brokers []string) string {
@@ -228,7 +239,12 @@ func openTransport(pool *pgxpool.Pool, tf *transportFlags, s workerSettings, log
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: s.brokers, WorkerID: s.id, GroupID: tf.group, DeadLetters: pub, Logger: log})
+	sa, err := pgqueue.NewSetAside(pool, tf.schema)
+	if err != nil {
+		_ = pub.Close()
+		return nil, nil, nil, err
+	}
+	c, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: s.brokers, WorkerID: s.id, GroupID: tf.group, DeadLetters: pub, SetAside: sa, Logger: log})
 	if err != nil {
 		_ = pub.Close()
 		return nil, nil, nil, err

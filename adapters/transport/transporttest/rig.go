@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -23,6 +24,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/domain"
 	"opledger/domain/ledger"
+	"opledger/domain/setaside"
 	"opledger/eventstore"
 	"opledger/eventstore/postgres/pgtest"
 )
@@ -38,6 +40,9 @@ type Rig struct {
 	Pool   *pgxpool.Pool // the transport schema's database
 	Schema string        // the transport schema, migrated
 	Checks *pgqueue.Checkpoints
+	// SetAside is the transport schema's set-aside store (relay and Kafka
+	// consumer failures).
+	SetAside *pgqueue.SetAside
 
 	mu      sync.Mutex
 	records []Record
@@ -68,7 +73,9 @@ func New(t testing.TB) *Rig {
 	require.NoError(t, err)
 	checks, err := pgqueue.NewCheckpoints(pool, schema)
 	require.NoError(t, err)
-	return &Rig{T: t, World: w, Store: store, Pool: pool, Schema: schema, Checks: checks, changed: make(chan struct{})}
+	sa, err := pgqueue.NewSetAside(pool, schema)
+	require.NoError(t, err)
+	return &Rig{T: t, World: w, Store: store, Pool: pool, Schema: schema, Checks: checks, SetAside: sa, changed: make(chan struct{})}
 }
 
 // Approve requests, decides and issues a capability for op (the refund
@@ -78,6 +85,19 @@ func (r *Rig) Approve(op domain.OperationID) harness.Refund {
 	ref, err := r.World.Approve(r.T.Context(), op, "ORD-"+string(op), 12000)
 	require.NoError(r.T, err)
 	return ref
+}
+
+// Corrupt appends an event of a type no build knows to op's stream: every
+// command on op then fails to load it (ledger.ErrCorruptStream), which is
+// neither bad input nor an outage. The relays ignore the event (no selector
+// reads its type), so op's request is still published: a poisoned
+// operation among healthy ones.
+func (r *Rig) Corrupt(op domain.OperationID) {
+	r.T.Helper()
+	_, err := r.Store.Append(r.T.Context(), op.StreamName(), eventstore.Any(), []eventstore.EventData{{
+		ID: uuid.NewString(), Type: "TestPoison", Data: []byte(`{"poison":true}`), Metadata: []byte(`{}`),
+	}})
+	require.NoError(r.T, err)
 }
 
 // Counters is the simulator's ledger for op.
@@ -165,16 +185,29 @@ func (r *Rig) Poll(what string, cond func() bool) {
 }
 
 // Relay builds a relay named name on the world's store and the rig's
-// checkpoints (or checks, when given), publishing what sel selects.
+// checkpoints (or checks, when given), publishing what sel selects, with
+// failed events kept in the rig's set-aside store (SetAside).
 func (r *Rig) Relay(name string, pub transport.Publisher, sel transport.Selector, checks transport.Checkpoints) *transport.Relay {
+	r.T.Helper()
+	return r.RelayWith(name, pub, sel, checks, nil)
+}
+
+// RelayWith is Relay with tune applied to the configuration first.
+func (r *Rig) RelayWith(name string, pub transport.Publisher, sel transport.Selector, checks transport.Checkpoints, tune func(*transport.RelayConfig)) *transport.Relay {
 	r.T.Helper()
 	if checks == nil {
 		checks = r.Checks
 	}
-	rl, err := transport.NewRelay(transport.RelayConfig{
+	cfg := transport.RelayConfig{
 		Name: name, Store: r.Store, Checkpoints: checks, Publisher: pub, Select: sel, Logger: r.World.Logger,
+		Clock: r.World.Clock, SetAside: r.SetAside,
 		PollMax: 50 * time.Millisecond, FailureBackoff: 10 * time.Millisecond, MaxFailures: 20,
-	})
+		Policy: setaside.Policy{MaxAttempts: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	rl, err := transport.NewRelay(cfg)
 	require.NoError(r.T, err)
 	return rl
 }
