@@ -21,19 +21,30 @@ const MaxIndexLimit = 10_000
 // candidate against its stream. Times are the read models' (truncated to the
 // microsecond). Safe for concurrent use.
 type Index struct {
-	db                          Querier
-	expired, unknown, escalated string
+	db                    Querier
+	expired, expiredAfter string
+	unknown, unknownAfter string
+	escalated             string
 }
 
+// Each candidate query has a form for the start of its order and one after
+// a keyset cursor ($2, $3 or $1, $2: since and execution id), so that both
+// are a range scan of the partial index with no OR in the plan.
 const (
 	// expiredLeasesSQL uses executions_executing_lease_idx.
 	expiredLeasesSQL = `SELECT operation_id, id, lease_expires_at FROM %[1]s.executions
 WHERE state = 'Executing' AND lease_expires_at <= $1
 ORDER BY lease_expires_at, id LIMIT $2`
+	expiredLeasesAfterSQL = `SELECT operation_id, id, lease_expires_at FROM %[1]s.executions
+WHERE state = 'Executing' AND lease_expires_at <= $1 AND (lease_expires_at, id) > ($2::timestamptz, $3::text)
+ORDER BY lease_expires_at, id LIMIT $4`
 	// unknownExecutionsSQL uses executions_unknown_since_idx.
 	unknownExecutionsSQL = `SELECT operation_id, id, unknown_since FROM %[1]s.executions
 WHERE state = 'Unknown'
 ORDER BY unknown_since, id LIMIT $1`
+	unknownExecutionsAfterSQL = `SELECT operation_id, id, unknown_since FROM %[1]s.executions
+WHERE state = 'Unknown' AND (unknown_since, id) > ($1::timestamptz, $2::text)
+ORDER BY unknown_since, id LIMIT $3`
 	// escalatedExecutionsSQL uses executions_escalated_at_idx.
 	escalatedExecutionsSQL = `SELECT operation_id, id, escalated_at FROM %[1]s.executions
 WHERE state = 'Escalated'
@@ -52,26 +63,35 @@ func NewIndex(db Querier, schema string) (*Index, error) {
 	}
 	ident := quoteSchema(schema)
 	return &Index{
-		db:        db,
-		expired:   fmt.Sprintf(expiredLeasesSQL, ident),
-		unknown:   fmt.Sprintf(unknownExecutionsSQL, ident),
-		escalated: fmt.Sprintf(escalatedExecutionsSQL, ident),
+		db:           db,
+		expired:      fmt.Sprintf(expiredLeasesSQL, ident),
+		expiredAfter: fmt.Sprintf(expiredLeasesAfterSQL, ident),
+		unknown:      fmt.Sprintf(unknownExecutionsSQL, ident),
+		unknownAfter: fmt.Sprintf(unknownExecutionsAfterSQL, ident),
+		escalated:    fmt.Sprintf(escalatedExecutionsSQL, ident),
 	}, nil
 }
 
 // ExpiredLeases implements recovery.Index: Executing executions whose lease
-// expired at or before now, earliest expiry first (then by execution id), at
-// most limit (capped at MaxIndexLimit). Since is the lease expiry.
-func (x *Index) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]recovery.ExecutionRef, error) {
-	return x.query(ctx, "expired leases", x.expired, now, clampLimit(limit))
+// expired at or before now, earliest expiry first (then by execution id),
+// strictly after the cursor, at most limit (capped at MaxIndexLimit). Since
+// is the lease expiry.
+func (x *Index) ExpiredLeases(ctx context.Context, now time.Time, after recovery.Cursor, limit int) ([]recovery.ExecutionRef, error) {
+	if after.IsStart() {
+		return x.query(ctx, "expired leases", x.expired, now, clampLimit(limit))
+	}
+	return x.query(ctx, "expired leases", x.expiredAfter, now, after.Since, string(after.ExecutionID), clampLimit(limit))
 }
 
 // UnknownExecutions implements recovery.Index: Unknown (not Escalated)
 // executions, oldest first (by when they became Unknown, then by execution
-// id), at most limit (capped at MaxIndexLimit). Since is when the execution
-// became Unknown.
-func (x *Index) UnknownExecutions(ctx context.Context, limit int) ([]recovery.ExecutionRef, error) {
-	return x.query(ctx, "unknown executions", x.unknown, clampLimit(limit))
+// id), strictly after the cursor, at most limit (capped at MaxIndexLimit).
+// Since is when the execution became Unknown.
+func (x *Index) UnknownExecutions(ctx context.Context, after recovery.Cursor, limit int) ([]recovery.ExecutionRef, error) {
+	if after.IsStart() {
+		return x.query(ctx, "unknown executions", x.unknown, clampLimit(limit))
+	}
+	return x.query(ctx, "unknown executions", x.unknownAfter, after.Since, string(after.ExecutionID), clampLimit(limit))
 }
 
 // EscalatedExecutions lists Escalated executions, a person's queue, earliest

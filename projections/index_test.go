@@ -8,6 +8,7 @@ import (
 
 	"opledger/domain"
 	"opledger/domain/recovery"
+	"opledger/domain/setaside"
 	"opledger/projections"
 )
 
@@ -20,7 +21,8 @@ func TestIndexAgreesWithLogIndex(t *testing.T) {
 	e := newEnv(t, start)
 	idx, err := projections.NewIndex(e.pool, e.schema)
 	require.NoError(t, err)
-	ref := recovery.NewLogIndex(e.store)
+	ref, err := recovery.NewLogIndex(recovery.LogIndexConfig{Store: e.store, SetAside: &setaside.Memory{}, Clock: e.clock})
+	require.NoError(t, err)
 
 	// check catches the projection up and compares both indexes at the
 	// clock's now and around the lease expiries.
@@ -30,20 +32,34 @@ func TestIndexAgreesWithLogIndex(t *testing.T) {
 		for _, limit := range []int{1, 2, 100} {
 			for _, at := range []time.Duration{0, domain.DefaultLeaseDuration - time.Second, domain.DefaultLeaseDuration, time.Hour} {
 				now := e.clock.Now().Add(at)
-				want, err := ref.ExpiredLeases(t.Context(), now, limit)
+				want, err := ref.ExpiredLeases(t.Context(), now, recovery.Cursor{}, limit)
 				require.NoError(t, err)
-				got, err := idx.ExpiredLeases(t.Context(), now, limit)
+				got, err := idx.ExpiredLeases(t.Context(), now, recovery.Cursor{}, limit)
 				require.NoError(t, err)
 				requireSameRefs(t, want, got, "%s: expired leases at +%s, limit %d", step, at, limit)
+				requireSamePages(t, limit, func(after recovery.Cursor, limit int) ([]recovery.ExecutionRef, []recovery.ExecutionRef) {
+					want, err := ref.ExpiredLeases(t.Context(), now, after, limit)
+					require.NoError(t, err)
+					got, err := idx.ExpiredLeases(t.Context(), now, after, limit)
+					require.NoError(t, err)
+					return want, got
+				}, "%s: expired leases at +%s, pages of %d", step, at, limit)
 				if at == 0 && limit == 100 {
 					expired = got
 				}
 			}
-			want, err := ref.UnknownExecutions(t.Context(), limit)
+			want, err := ref.UnknownExecutions(t.Context(), recovery.Cursor{}, limit)
 			require.NoError(t, err)
-			got, err := idx.UnknownExecutions(t.Context(), limit)
+			got, err := idx.UnknownExecutions(t.Context(), recovery.Cursor{}, limit)
 			require.NoError(t, err)
 			requireSameRefs(t, want, got, "%s: unknown executions, limit %d", step, limit)
+			requireSamePages(t, limit, func(after recovery.Cursor, limit int) ([]recovery.ExecutionRef, []recovery.ExecutionRef) {
+				want, err := ref.UnknownExecutions(t.Context(), after, limit)
+				require.NoError(t, err)
+				got, err := idx.UnknownExecutions(t.Context(), after, limit)
+				require.NoError(t, err)
+				return want, got
+			}, "%s: unknown executions, pages of %d", step, limit)
 			if limit == 100 {
 				unknown = got
 			}
@@ -99,9 +115,30 @@ func TestIndexAgreesWithLogIndex(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, escalated)
 
-	none, err := idx.UnknownExecutions(t.Context(), 0)
+	none, err := idx.UnknownExecutions(t.Context(), recovery.Cursor{}, 0)
 	require.NoError(t, err)
 	require.Empty(t, none)
+}
+
+// requireSamePages walks both indexes page by page with the keyset cursor
+// until a page comes back short, and requires the same pages.
+func requireSamePages(t *testing.T, limit int, page func(after recovery.Cursor, limit int) (want, got []recovery.ExecutionRef), format string, args ...any) {
+	t.Helper()
+	var after recovery.Cursor
+	seen := map[domain.ExecutionID]bool{}
+	for range 100 { // bounded: the histories here hold a handful of executions
+		want, got := page(after, limit)
+		requireSameRefs(t, want, got, format, args...)
+		for _, r := range got {
+			require.False(t, seen[r.ExecutionID], "%s listed twice while paging", r.ExecutionID)
+			seen[r.ExecutionID] = true
+		}
+		if len(got) < limit {
+			return
+		}
+		after = recovery.CursorOf(got[len(got)-1])
+	}
+	t.Fatalf("paging did not end")
 }
 
 func requireSameRefs(t *testing.T, want, got []recovery.ExecutionRef, format string, args ...any) {

@@ -20,6 +20,7 @@ import (
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"
+	"opledger/domain/setaside"
 	"opledger/domain/worker"
 	"opledger/eventstore"
 )
@@ -33,6 +34,8 @@ type Options struct {
 	Start time.Time
 	// Index finds sweeper and reconciler candidates (default: a LogIndex).
 	Index recovery.Index
+	// SetAside keeps the roles' failing items (default: a setaside.Memory).
+	SetAside setaside.Store
 	// ClientAttempts bounds the provider client's sends per call (default 3).
 	ClientAttempts int
 	// ProviderURL, when set, uses that provider instead of starting a
@@ -53,6 +56,7 @@ type World struct {
 	SimURL     string
 	Provider   *provider.Client
 	Index      recovery.Index
+	SetAside   setaside.Store
 	Sweeper    *recovery.Sweeper
 	Reconciler *recovery.Reconciler
 	Profile    domain.ProviderProfile
@@ -107,17 +111,25 @@ func New(opts Options) (*World, error) {
 		w.Close()
 		return nil, err
 	}
+	w.SetAside = opts.SetAside
+	if w.SetAside == nil {
+		w.SetAside = &setaside.Memory{}
+	}
 	w.Index = opts.Index
 	if w.Index == nil {
-		w.Index = recovery.NewLogIndex(opts.Store)
+		w.Index, err = recovery.NewLogIndex(recovery.LogIndexConfig{Store: opts.Store, SetAside: w.SetAside, Clock: w.Clock, Logger: opts.Logger})
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
 	}
-	w.Sweeper, err = recovery.NewSweeper(recovery.SweeperConfig{Ledger: w.Ledger, Index: w.Index, Logger: opts.Logger})
+	w.Sweeper, err = recovery.NewSweeper(recovery.SweeperConfig{Ledger: w.Ledger, Index: w.Index, Logger: opts.Logger, SetAside: w.SetAside})
 	if err != nil {
 		w.Close()
 		return nil, err
 	}
 	w.Reconciler, err = recovery.NewReconciler(recovery.ReconcilerConfig{
-		Ledger: w.Ledger, Index: w.Index, Provider: w.Provider, Profile: opts.Profile, Logger: opts.Logger,
+		Ledger: w.Ledger, Index: w.Index, Provider: w.Provider, Profile: opts.Profile, Logger: opts.Logger, SetAside: w.SetAside,
 	})
 	if err != nil {
 		w.Close()

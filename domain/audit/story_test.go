@@ -13,6 +13,7 @@ import (
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"
+	"opledger/domain/setaside"
 	"opledger/eventstore"
 )
 
@@ -66,8 +67,10 @@ func newStory(t *testing.T, store eventstore.Store) *story {
 	var err error
 	s.h, err = ledger.New(ledger.Config{Store: store, Clock: s.clk, Logger: quiet, AppendRetryBackoff: time.Millisecond})
 	require.NoError(t, err)
-	index := recovery.NewLogIndex(store)
-	s.sweep, err = recovery.NewSweeper(recovery.SweeperConfig{Ledger: s.h, Index: index, Logger: quiet})
+	failing := &setaside.Memory{}
+	index, err := recovery.NewLogIndex(recovery.LogIndexConfig{Store: store, SetAside: failing, Clock: s.clk, Logger: quiet})
+	require.NoError(t, err)
+	s.sweep, err = recovery.NewSweeper(recovery.SweeperConfig{Ledger: s.h, Index: index, Logger: quiet, SetAside: failing})
 	require.NoError(t, err)
 	provider := &fakeProvider{
 		refunds: map[domain.OperationID][]domain.ProviderRefund{
@@ -76,7 +79,7 @@ func newStory(t *testing.T, store eventstore.Store) *story {
 		},
 		fail: map[domain.OperationID]bool{opOpen: true},
 	}
-	s.recon, err = recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: s.h, Index: index, Provider: provider, Logger: quiet})
+	s.recon, err = recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: s.h, Index: index, Provider: provider, Logger: quiet, SetAside: failing})
 	require.NoError(t, err)
 	return s
 }

@@ -3,29 +3,59 @@ package recovery
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"opledger/domain"
+	"opledger/domain/clock"
 	"opledger/domain/ledger"
+	"opledger/domain/setaside"
 	"opledger/eventstore"
 )
+
+// LogIndexConfig configures a LogIndex. Zero values take defaults.
+type LogIndexConfig struct {
+	Store eventstore.Store // required
+	// MaxCatchUp bounds the events one query reads to catch up (default
+	// 100,000); a query past it answers from what it has read so far.
+	MaxCatchUp int
+	// SetAside keeps the events the index cannot decode (default: a
+	// setaside.Memory, with a warning logged).
+	SetAside setaside.Store
+	// Policy bounds how often an undecodable event is tried again before it
+	// is set aside and read past (zero fields: setaside.DefaultPolicy).
+	Policy setaside.Policy
+	Clock  clock.Clock // default clock.System
+	Logger *slog.Logger
+	// OnItemFailure, when set, is called with every failure recorded.
+	OnItemFailure func(setaside.Item)
+}
 
 // LogIndex is an Index kept in memory by following the global log. It holds
 // only open executions (Executing or Unknown), so its size is bounded by the
 // work in flight, not by history. It suits the in-memory store and tests; with
 // Postgres the projections serve as the index.
+//
+// An event of an operation stream that cannot be decoded is an item
+// failure (role log-index, item = the event id): the index stops before it
+// and answers from what it has read; later queries try it again after the
+// policy's backoff, and once it is set aside the index reads past it. The
+// operation's executions may then be missing a transition in the index; the
+// roles load the stream itself before acting, so they find the stream
+// corrupt and set the execution aside under their own role. Safe for
+// concurrent use.
 type LogIndex struct {
-	store eventstore.Store
-	// MaxCatchUp bounds the events one query reads to catch up (default
-	// 100,000); a query past it answers from what it has read so far.
-	MaxCatchUp int
+	cfg   LogIndexConfig
+	items *items
 
-	mu    sync.Mutex
-	after eventstore.Position
-	open  map[domain.ExecutionID]*openExecution
+	mu      sync.Mutex
+	after   eventstore.Position
+	open    map[domain.ExecutionID]*openExecution
+	failing string // the event id the index stopped before, if any
 }
 
 type openExecution struct {
@@ -34,32 +64,50 @@ type openExecution struct {
 	leaseExpiresAt time.Time
 }
 
-// NewLogIndex returns an index that reads store's log from the start.
-func NewLogIndex(store eventstore.Store) *LogIndex {
-	return &LogIndex{store: store, MaxCatchUp: 100_000, open: map[domain.ExecutionID]*openExecution{}}
+// NewLogIndex returns an index that reads cfg.Store's log from the start.
+func NewLogIndex(cfg LogIndexConfig) (*LogIndex, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("log index: config: Store is required")
+	}
+	cfg.MaxCatchUp = cmp.Or(cfg.MaxCatchUp, 100_000)
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxCatchUp < 1 {
+		return nil, errors.New("log index: config: MaxCatchUp must be positive")
+	}
+	items, err := newItems(setaside.RoleLogIndex, cfg.SetAside, cfg.Policy, cfg.Clock, cfg.Logger, cfg.OnItemFailure)
+	if err != nil {
+		return nil, err
+	}
+	return &LogIndex{cfg: cfg, items: items, open: map[domain.ExecutionID]*openExecution{}}, nil
 }
 
-// catchUp folds new events into the index.
+// catchUp folds new events into the index. It stops early, without error,
+// before an undecodable event that is not set aside yet.
 func (x *LogIndex) catchUp(ctx context.Context) error {
-	const page = 1000
-	for read := 0; read < x.MaxCatchUp; {
-		batch, err := x.store.ReadAll(ctx, x.after, page)
+	const page = 1000 // events per read; MaxCatchUp bounds the reads
+	for read := 0; read < x.cfg.MaxCatchUp; {
+		batch, err := x.cfg.Store.ReadAll(ctx, x.after, page)
 		if err != nil {
 			return fmt.Errorf("log index: %w", err)
 		}
 		for _, rec := range batch {
-			op, ok := domain.OperationIDFromStream(rec.StreamID)
-			if !ok {
-				continue
+			if op, ok := domain.OperationIDFromStream(rec.StreamID); ok {
+				e, err := ledger.DecodeRecorded(rec)
+				if err != nil {
+					if !x.readPast(ctx, rec, op, err) {
+						return nil
+					}
+				} else {
+					x.passed(ctx, rec)
+					x.apply(op, e)
+				}
 			}
-			e, err := ledger.DecodeRecorded(rec)
-			if err != nil {
-				return fmt.Errorf("log index: %s@%d: %w", rec.StreamID, rec.Version, err)
-			}
-			x.apply(op, e)
-		}
-		if len(batch) > 0 {
-			x.after = batch[len(batch)-1].Position
+			x.after = rec.Position
 		}
 		read += len(batch)
 		if len(batch) < page {
@@ -67,6 +115,34 @@ func (x *LogIndex) catchUp(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// readPast records that rec cannot be decoded and reports whether it is set
+// aside (the index reads past it) or must be tried again later (the index
+// stops before it).
+func (x *LogIndex) readPast(ctx context.Context, rec eventstore.RecordedEvent, op domain.OperationID, cause error) bool {
+	s := x.items
+	now := s.clock.Now()
+	held, err := s.store.Held(ctx, s.role, []string{rec.ID}, now)
+	if err != nil {
+		s.log.WarnContext(ctx, "log index: cannot read the set-aside store; stopping before an undecodable event", "event_id", rec.ID, "err", err)
+		return false
+	}
+	if it, ok := held[rec.ID]; ok {
+		return it.SetAside // backing off: stop before it until RetryAt
+	}
+	x.failing = rec.ID
+	it, ok := s.fail(ctx, rec.ID, op, ReasonEventUndecodable, fmt.Errorf("%s@%d (%s): %w", rec.StreamID, rec.Version, rec.Type, cause))
+	return ok && it.SetAside
+}
+
+// passed clears the failures of the event the index had stopped before,
+// once it decodes (a newer binary reads it).
+func (x *LogIndex) passed(ctx context.Context, rec eventstore.RecordedEvent) {
+	if x.failing == rec.ID {
+		x.failing = ""
+		x.items.clear(ctx, rec.ID)
+	}
 }
 
 func (x *LogIndex) apply(op domain.OperationID, e domain.Event) {
@@ -102,18 +178,18 @@ func (x *LogIndex) toUnknown(id domain.ExecutionID, at time.Time) {
 }
 
 // ExpiredLeases implements Index.
-func (x *LogIndex) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]ExecutionRef, error) {
-	return x.query(ctx, limit, func(o *openExecution) bool {
+func (x *LogIndex) ExpiredLeases(ctx context.Context, now time.Time, after Cursor, limit int) ([]ExecutionRef, error) {
+	return x.query(ctx, after, limit, func(o *openExecution) bool {
 		return o.state == domain.ExecExecuting && !now.Before(o.leaseExpiresAt)
 	})
 }
 
 // UnknownExecutions implements Index.
-func (x *LogIndex) UnknownExecutions(ctx context.Context, limit int) ([]ExecutionRef, error) {
-	return x.query(ctx, limit, func(o *openExecution) bool { return o.state == domain.ExecUnknown })
+func (x *LogIndex) UnknownExecutions(ctx context.Context, after Cursor, limit int) ([]ExecutionRef, error) {
+	return x.query(ctx, after, limit, func(o *openExecution) bool { return o.state == domain.ExecUnknown })
 }
 
-func (x *LogIndex) query(ctx context.Context, limit int, match func(*openExecution) bool) ([]ExecutionRef, error) {
+func (x *LogIndex) query(ctx context.Context, after Cursor, limit int, match func(*openExecution) bool) ([]ExecutionRef, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if err := x.catchUp(ctx); err != nil {
@@ -121,15 +197,17 @@ func (x *LogIndex) query(ctx context.Context, limit int, match func(*openExecuti
 	}
 	var out []ExecutionRef
 	for _, o := range x.open {
-		if match(o) {
+		if match(o) && after.After(o.ref) {
 			out = append(out, o.ref)
 		}
 	}
 	slices.SortFunc(out, func(a, b ExecutionRef) int {
 		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.ExecutionID, b.ExecutionID))
 	})
-	if len(out) > limit {
-		out = out[:limit]
+	if len(out) > max(limit, 0) {
+		out = out[:max(limit, 0)]
 	}
 	return out, nil
 }
+
+var _ Index = (*LogIndex)(nil)

@@ -11,6 +11,7 @@ import (
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
+	"opledger/domain/setaside"
 )
 
 // ReconcilerConfig configures a Reconciler. Zero values take defaults.
@@ -21,8 +22,9 @@ type ReconcilerConfig struct {
 	Profile  domain.ProviderProfile
 	Clock    clock.Clock
 	Logger   *slog.Logger
-	// BatchSize bounds the executions examined per round (default 10): with
-	// Interval it bounds the rate of provider lookups.
+	// BatchSize bounds the executions examined per round (default 10, at
+	// most setaside.MaxHeldBatch): with Interval it bounds the rate of
+	// provider lookups.
 	BatchSize int
 	Interval  time.Duration // default 5s
 	// ResendMargin is kept clear of the key retention: a resend is made only
@@ -35,6 +37,18 @@ type ReconcilerConfig struct {
 	MaxInconclusive int
 	// CallTimeout bounds each provider call (default 15s).
 	CallTimeout time.Duration
+	// SetAside keeps the executions whose reconciliation keeps failing (its
+	// stream cannot be loaded, the outcome cannot be appended); default: a
+	// setaside.Memory, with a warning logged. Serve passes the PostgreSQL
+	// store. An inconclusive provider answer is not a failure: it is
+	// bounded by MaxInconclusive.
+	SetAside setaside.Store
+	// Policy bounds the retries of a failing execution (zero fields:
+	// setaside.DefaultPolicy).
+	Policy setaside.Policy
+	// OnItemFailure, when set, is called with every failure recorded (see
+	// SweeperConfig.OnItemFailure).
+	OnItemFailure func(setaside.Item)
 }
 
 // Verdict names what one reconciliation step did.
@@ -46,6 +60,11 @@ const (
 	VerdictEscalated    Verdict = "escalated"
 	VerdictInconclusive Verdict = "inconclusive" // try again later
 	VerdictSkipped      Verdict = "skipped"      // no longer Unknown
+	// VerdictFailed: the step failed with an error that is not a refusal
+	// (the stream cannot be loaded, the result cannot be appended); the
+	// failure is recorded and the execution retried after a backoff, set
+	// aside after Policy.MaxAttempts.
+	VerdictFailed Verdict = "failed"
 )
 
 // Reconciler turns Unknown executions into facts, oldest first, at a bounded
@@ -63,6 +82,8 @@ const (
 //     MaxInconclusive rounds, never resent blindly.
 type Reconciler struct {
 	cfg          ReconcilerConfig
+	items        *items
+	walk         walker
 	inconclusive map[domain.ExecutionID]int // bounded: entries leave on resolution, map reset past 10,000
 }
 
@@ -85,10 +106,14 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	cfg.ResendMargin = cmp.Or(cfg.ResendMargin, time.Hour)
 	cfg.MaxInconclusive = cmp.Or(cfg.MaxInconclusive, 5)
 	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 15*time.Second)
-	if cfg.BatchSize < 1 || cfg.Interval <= 0 || cfg.MaxInconclusive < 1 {
-		return nil, errors.New("reconciler: config: BatchSize, Interval and MaxInconclusive must be positive")
+	if cfg.BatchSize < 1 || cfg.BatchSize > setaside.MaxHeldBatch || cfg.Interval <= 0 || cfg.MaxInconclusive < 1 {
+		return nil, fmt.Errorf("reconciler: config: BatchSize must be 1..%d, Interval and MaxInconclusive positive", setaside.MaxHeldBatch)
 	}
-	return &Reconciler{cfg: cfg, inconclusive: map[domain.ExecutionID]int{}}, nil
+	items, err := newItems(setaside.RoleReconciler, cfg.SetAside, cfg.Policy, cfg.Clock, cfg.Logger, cfg.OnItemFailure)
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{cfg: cfg, items: items, walk: walker{batch: cfg.BatchSize}, inconclusive: map[domain.ExecutionID]int{}}, nil
 }
 
 // Step is one execution's reconciliation.
@@ -98,22 +123,36 @@ type Step struct {
 	Detail  string
 }
 
-// ReconcileOnce examines up to BatchSize Unknown executions, oldest first. It
-// is not safe to call concurrently on one Reconciler (run one per process).
+// ReconcileOnce examines up to BatchSize Unknown executions, oldest first,
+// continuing the walk where the last round stopped (see walker). An
+// execution whose step fails with an error that is not a refusal is
+// recorded (VerdictFailed; retried after a backoff, set aside after
+// Policy.MaxAttempts) and the round goes on; executions held so are not
+// examined. It returns an error only for an outage: the index cannot be
+// read, or the store is unreachable. It is not safe to call concurrently on
+// one Reconciler (run one per process).
 func (r *Reconciler) ReconcileOnce(ctx context.Context) ([]Step, error) {
-	refs, err := r.cfg.Index.UnknownExecutions(ctx, r.cfg.BatchSize)
+	cands, end, err := r.walk.next(ctx, r.items, r.cfg.Index.UnknownExecutions)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: find unknown executions: %w", err)
 	}
 	var steps []Step
-	for _, ref := range refs {
+	handled, err := r.items.process(ctx, cands, func(ctx context.Context, ref ExecutionRef) error {
 		v, detail, err := r.reconcile(ctx, ref)
 		if err != nil {
-			return steps, fmt.Errorf("reconcile %s: %w", ref.ExecutionID, err)
+			if !isOutage(ctx, err) {
+				steps = append(steps, Step{Ref: ref, Verdict: VerdictFailed, Detail: err.Error()})
+			}
+			return fmt.Errorf("reconcile %s: %w", ref.ExecutionID, err)
 		}
 		steps = append(steps, Step{Ref: ref, Verdict: v, Detail: detail})
 		r.cfg.Logger.InfoContext(ctx, "reconciled", "operation_id", ref.OperationID, "execution_id", ref.ExecutionID,
 			"verdict", v, "detail", detail, "profile", r.cfg.Profile.Name)
+		return nil
+	})
+	r.walk.commit(cands, handled, end)
+	if err != nil {
+		return steps, fmt.Errorf("reconcile: %w", err)
 	}
 	return steps, nil
 }
@@ -197,10 +236,21 @@ func (r *Reconciler) notFound(ctx context.Context, state *domain.Operation, x *d
 	}
 }
 
+// resolve records what the provider established. Texts that come from the
+// provider are hostile: evidence is kept escaped and cut (EvidenceText); a
+// provider reference the ledger refuses to record (control characters, too
+// long) cannot be kept as a reference, so the execution is escalated with
+// the reference, escaped, in the detail.
 func (r *Reconciler) resolve(ctx context.Context, state *domain.Operation, x *domain.Execution, o domain.Outcome, m domain.ReconcileMethod, ref, evidence string) (Verdict, string, error) {
+	evidence, _ = domain.EvidenceText(evidence, domain.MaxTextLength)
 	err := r.cfg.Ledger.Reconcile(ctx, state.ID, domain.Reconcile{
 		ExecutionID: x.ID, Outcome: o, Method: m, ProviderReference: ref, Actor: "reconciler", Evidence: evidence,
 	}, ledger.Cause{Actor: "reconciler", CausationID: string(x.ID)})
+	var refusal *domain.Refusal
+	if errors.As(err, &refusal) && refusal.Reason == domain.ReasonCommandInvalid && refusal.Field == "provider_reference" {
+		shown, _ := domain.EvidenceText(ref, 2*domain.MaxIDLength)
+		return r.escalate(ctx, state, x, fmt.Sprintf("the provider established %s (%s) but its reference %q cannot be recorded: %s", o, evidence, shown, refusal.Detail))
+	}
 	if refusedBecauseResolved(err) {
 		delete(r.inconclusive, x.ID)
 		return VerdictSkipped, "resolved meanwhile", nil
@@ -226,10 +276,11 @@ func (r *Reconciler) inconclusiveOrEscalate(ctx context.Context, state *domain.O
 	return r.escalate(ctx, state, x, fmt.Sprintf("inconclusive %d times: %s", r.inconclusive[x.ID], why))
 }
 
+// escalate hands x to a person. why may carry provider text: it is kept
+// escaped and cut (EvidenceText), so hostile text can never make the
+// escalation itself be refused.
 func (r *Reconciler) escalate(ctx context.Context, state *domain.Operation, x *domain.Execution, why string) (Verdict, string, error) {
-	if len(why) > domain.MaxTextLength {
-		why = why[:domain.MaxTextLength]
-	}
+	why, _ = domain.EvidenceText(why, domain.MaxTextLength)
 	err := r.cfg.Ledger.Escalate(ctx, state.ID, domain.Escalate{ExecutionID: x.ID, Reason: "reconciliation.cannot-tell", Detail: why},
 		ledger.Cause{Actor: "reconciler", CausationID: string(x.ID)})
 	if refusedBecauseResolved(err) {
