@@ -38,32 +38,34 @@ func newApplier(store eventstore.Store, schema, name string) *applier {
 }
 
 // applyInTx applies one batch in a transaction begun on db (a pool, or a
-// transaction: then a savepoint) and commits it. A batch that found a row it
-// meant to create is applied again, in a new transaction, loading every row.
-func (a *applier) applyInTx(ctx context.Context, db Beginner, from Checkpoint, events []decodedEvent, through eventstore.Position, now time.Time) (Checkpoint, error) {
-	next, err := a.applyOnce(ctx, db, from, events, through, now, false)
+// transaction: then a savepoint) and commits it, skipping the events in
+// skips (see applyBatch). A batch that found a row it meant to create is
+// applied again, in a new transaction, loading every row. It returns the
+// new checkpoint and the events it skipped.
+func (a *applier) applyInTx(ctx context.Context, db Beginner, from Checkpoint, events []decodedEvent, through eventstore.Position, now time.Time, skips skipSet) (Checkpoint, []*skippedRow, error) {
+	next, skipped, err := a.applyOnce(ctx, db, from, events, through, now, false, skips)
 	if errors.Is(err, errRowExists) {
-		next, err = a.applyOnce(ctx, db, from, events, through, now, true)
+		next, skipped, err = a.applyOnce(ctx, db, from, events, through, now, true, skips)
 	}
-	return next, err
+	return next, skipped, err
 }
 
-func (a *applier) applyOnce(ctx context.Context, db Beginner, from Checkpoint, events []decodedEvent, through eventstore.Position, now time.Time, loadAll bool) (Checkpoint, error) {
+func (a *applier) applyOnce(ctx context.Context, db Beginner, from Checkpoint, events []decodedEvent, through eventstore.Position, now time.Time, loadAll bool, skips skipSet) (Checkpoint, []*skippedRow, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return from, fmt.Errorf("begin: %w", err)
+		return from, nil, fmt.Errorf("begin: %w", err)
 	}
-	next, err := a.applyBatch(ctx, tx, from, events, through, now, loadAll)
+	next, skipped, err := a.applyBatch(ctx, tx, from, events, through, now, loadAll, skips)
 	if err != nil {
 		rollback(ctx, tx)
-		return from, fmt.Errorf("apply %d events after %q: %w", len(events), from.Text, err)
+		return from, nil, fmt.Errorf("apply %d events after %q: %w", len(events), from.Text, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		// The outcome is unknown; the next batch finds out from the
 		// checkpoint row (errCheckpointMoved if it did commit).
-		return from, fmt.Errorf("commit %d events after %q: %w", len(events), from.Text, err)
+		return from, nil, fmt.Errorf("commit %d events after %q: %w", len(events), from.Text, err)
 	}
-	return next, nil
+	return next, skipped, nil
 }
 
 // applyBatch folds events, read from the log after from, into the read
@@ -77,51 +79,65 @@ func (a *applier) applyOnce(ctx context.Context, db Beginner, from Checkpoint, e
 // Unless loadAll, the rows of an operation requested in this batch are not
 // loaded (they cannot exist yet) and are inserted; errRowExists reports that
 // one did exist.
-func (a *applier) applyBatch(ctx context.Context, tx pgx.Tx, from Checkpoint, events []decodedEvent, through eventstore.Position, now time.Time, loadAll bool) (Checkpoint, error) {
+//
+// Events in skips are not folded but skipped (skip.go); so is an event that
+// cannot be folded when its operation already has a skipped event (it
+// follows what is missing). Any other event that cannot be decoded or folded
+// fails the batch with an *eventError naming it; nothing is written.
+func (a *applier) applyBatch(ctx context.Context, tx pgx.Tx, from Checkpoint, events []decodedEvent, through eventstore.Position, now time.Time, loadAll bool, skips skipSet) (Checkpoint, []*skippedRow, error) {
 	if through == nil {
-		return from, nil
+		return from, nil, nil
 	}
 	if _, err := tx.Exec(ctx, a.sql.applyLockShared, applyLockKey(a.schema, a.name)); err != nil {
-		return from, fmt.Errorf("apply lock: %w", err)
+		return from, nil, fmt.Errorf("apply lock: %w", err)
 	}
 	held, err := scanCheckpoint(tx.QueryRow(ctx, a.sql.lockCheckpoint, a.name), a.store, a.name)
 	if err != nil {
-		return from, err
+		return from, nil, err
 	}
 	if held.Text != from.Text || held.EventsApplied != from.EventsApplied {
-		return from, fmt.Errorf("%w: at %q (%d events), batch read after %q (%d events)",
+		return from, nil, fmt.Errorf("%w: at %q (%d events), batch read after %q (%d events)",
 			errCheckpointMoved, held.Text, held.EventsApplied, from.Text, from.EventsApplied)
 	}
-	ops, dels, err := plan(events, from.EventsApplied, loadAll)
-	if err != nil {
-		return from, err
-	}
+	ops, dels := plan(events, from.EventsApplied, loadAll)
 	m, err := a.load(ctx, tx, ops, dels)
 	if err != nil {
-		return from, err
+		return from, nil, err
 	}
-	for _, d := range events {
-		if err := m.fold(d); err != nil {
-			return from, err
+	for i, d := range events {
+		if s, found := skips[d.rec.ID]; found {
+			m.skip(d, s.reason, s.detail, now)
+			continue
+		}
+		err := d.err
+		if err == nil {
+			err = m.fold(d)
+		}
+		switch {
+		case err == nil:
+		case d.op != "" && m.incomplete[d.op]:
+			m.skip(d, ReasonFollowsSkipped, err.Error(), now)
+		default:
+			return from, nil, newEventError(i, d, err)
 		}
 	}
 	to := Checkpoint{Position: through, Text: through.String(), EventsApplied: from.EventsApplied + int64(len(events))}
 	if err := a.write(ctx, tx, m, to, now); err != nil {
-		return from, err
+		return from, nil, err
 	}
 	if a.beforeCommit != nil {
 		if err := a.beforeCommit(ctx, tx); err != nil {
-			return from, err
+			return from, nil, err
 		}
 	}
-	return to, nil
+	return to, m.skipped, nil
 }
 
 // plan numbers the batch's events (seq) and returns the operations whose
 // rows the batch must load (unless loadAll, not those whose first event here
 // is OperationRequested: they cannot have rows yet) and the deliveries it
-// touches. An event that could not be decoded stops the batch.
-func plan(events []decodedEvent, applied int64, loadAll bool) ([]string, []deliveryKey, error) {
+// touches.
+func plan(events []decodedEvent, applied int64, loadAll bool) ([]string, []deliveryKey) {
 	var (
 		ops     []string
 		dels    []deliveryKey
@@ -138,9 +154,6 @@ func plan(events []decodedEvent, applied int64, loadAll bool) ([]string, []deliv
 	for i := range events {
 		d := &events[i]
 		d.seq = applied + int64(i) + 1
-		if d.err != nil {
-			return nil, nil, d.err
-		}
 		if d.op != "" && !seenOp[d.op] {
 			seenOp[d.op] = true
 			if _, requested := d.event.(domain.OperationRequested); loadAll || !requested {
@@ -160,7 +173,7 @@ func plan(events []decodedEvent, applied int64, loadAll bool) ([]string, []deliv
 			addDel(ev.MessageID, target)
 		}
 	}
-	return ops, dels, nil
+	return ops, dels
 }
 
 // load reads the rows of ops and dels, in one round trip.
@@ -175,15 +188,17 @@ func (a *applier) load(ctx context.Context, tx pgx.Tx, ops []string, dels []deli
 	}
 	var b pgx.Batch
 	var (
-		opRows   []operationRow
-		execRows []executionRow
-		capRows  []capabilityRow
-		delRows  []deliveryRow
+		opRows     []operationRow
+		execRows   []executionRow
+		capRows    []capabilityRow
+		delRows    []deliveryRow
+		incomplete []string
 	)
 	if len(ops) > 0 {
 		queueJSON(&b, a.sql.loadOperations, &opRows, ops)
 		queueJSON(&b, a.sql.loadExecutions, &execRows, ops)
 		queueJSON(&b, a.sql.loadCapabilities, &capRows, ops)
+		queueJSON(&b, a.sql.loadIncomplete, &incomplete, ops)
 	}
 	if len(dels) > 0 {
 		queueJSON(&b, a.sql.loadDeliveries, &delRows, msgs, delOps)
@@ -202,6 +217,9 @@ func (a *applier) load(ctx context.Context, tx pgx.Tx, ops []string, dels []deli
 	}
 	for i := range delRows {
 		m.dels[delRows[i].deliveryKey] = &delRows[i]
+	}
+	for _, op := range incomplete {
+		m.incomplete[op] = true
 	}
 	return m, nil
 }
@@ -238,6 +256,9 @@ func (a *applier) write(ctx context.Context, tx pgx.Tx, m *batchModel, to Checkp
 		return err
 	}
 	if err := queueRows(&b, a.sql.insertReconciliations, m.recons); err != nil {
+		return err
+	}
+	if err := queueRows(&b, a.sql.insertSkipped, m.skipped); err != nil {
 		return err
 	}
 	b.Queue(a.sql.writeCheckpoint, a.name, to.Text, to.EventsApplied, now).Exec(func(tag pgconn.CommandTag) error {

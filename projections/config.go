@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/domain/clock"
+	"opledger/domain/setaside"
 	"opledger/eventstore"
 )
 
@@ -63,10 +64,24 @@ type Config struct {
 	// ApplicationName is the leader lock connection's application_name
 	// (default DefaultApplicationName).
 	ApplicationName string
-	// Clock stamps checkpoint updates (default clock.System).
+	// Clock stamps checkpoint updates and failures (default clock.System).
 	Clock clock.Clock
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// SetAside keeps the events the projector cannot decode or fold (role
+	// projector, item = the event id). Default: a setaside.Memory, with a
+	// warning logged (failures are then forgotten on restart, so a failing
+	// event gets Policy.MaxAttempts tries again per process). Serve passes
+	// the PostgreSQL store.
+	SetAside setaside.Store
+	// Policy bounds the tries of an event that cannot be folded: after each
+	// failure the projector pauses Policy.Delay (real time) before trying it
+	// again; at Policy.MaxAttempts the event is set aside and skipped (zero
+	// fields: setaside.DefaultPolicy).
+	Policy setaside.Policy
+	// OnItemFailure, when set, is called with every failure recorded, the
+	// item as it now stands. For metrics; it must be quick.
+	OnItemFailure func(setaside.Item)
 }
 
 func (c *Config) setDefaults() {
@@ -83,6 +98,7 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Policy = c.Policy.WithDefaults()
 }
 
 func (c *Config) validate() error {
@@ -99,6 +115,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("projector config: LockRetryInterval is %s, must be positive", c.LockRetryInterval)
 	case c.MaxConsecutiveFailures < 0:
 		return fmt.Errorf("projector config: MaxConsecutiveFailures is %d, must not be negative", c.MaxConsecutiveFailures)
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("projector config: %w", err)
 	}
 	return validateSchemaName(c.Schema)
 }

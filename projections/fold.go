@@ -13,7 +13,10 @@ import (
 // ErrCorruptLog means an event cannot be folded: it does not decode, or it
 // cannot follow what the projection holds (an execution event for an
 // execution never claimed, a capability issued twice). It is a bug or
-// tampering, never skipped: the projector stops on it.
+// tampering, and an item failure, never an outage: the projector retries
+// the event a bounded number of times, then sets it aside and skips it,
+// recording the skip in skipped_events and on its operation's row (see
+// skip.go). It is never skipped silently.
 var ErrCorruptLog = errors.New("projections: event cannot be folded")
 
 // Values of executions.outcome_source.
@@ -27,6 +30,9 @@ const (
 // every operation (and delivery) the batch names, loaded before folding, and
 // the append-only rows the batch produces. Folding is pure; the batch writes
 // the rows it created or changed back afterwards.
+//
+// fold checks everything an event needs before it changes anything, so an
+// event it refuses leaves the model as it was and can be skipped in place.
 type batchModel struct {
 	ops      map[string]*operationRow
 	execs    map[string]*executionRow
@@ -34,14 +40,19 @@ type batchModel struct {
 	dels     map[deliveryKey]*deliveryRow
 	evidence []*evidenceRow
 	recons   []*reconciliationRow
+	skipped  []*skippedRow
+	// incomplete holds the operations with a skipped event (loaded, or
+	// skipped in this batch).
+	incomplete map[string]bool
 }
 
 func newBatchModel() *batchModel {
 	return &batchModel{
-		ops:   map[string]*operationRow{},
-		execs: map[string]*executionRow{},
-		caps:  map[string]*capabilityRow{},
-		dels:  map[deliveryKey]*deliveryRow{},
+		ops:        map[string]*operationRow{},
+		execs:      map[string]*executionRow{},
+		caps:       map[string]*capabilityRow{},
+		dels:       map[deliveryKey]*deliveryRow{},
+		incomplete: map[string]bool{},
 	}
 }
 
@@ -84,7 +95,7 @@ func (m *batchModel) foldOperation(d decodedEvent) error {
 		o = &operationRow{
 			ID: d.op, OrderID: req.OrderID, AmountMinor: req.AmountMinor, Currency: req.Currency,
 			OrderTotalMinor: req.OrderTotalMinor, CorrelationID: string(req.CorrelationID), RequestedBy: req.RequestedBy,
-			CreatedAt: req.RequestedAt, UpdatedAt: req.RequestedAt, change: created,
+			CreatedAt: req.RequestedAt, UpdatedAt: req.RequestedAt, ProjectionIncomplete: m.incomplete[d.op], change: created,
 		}
 		m.ops[d.op] = o
 	} else if o == nil {

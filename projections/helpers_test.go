@@ -14,6 +14,7 @@ import (
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
+	"opledger/domain/setaside"
 	"opledger/eventstore/postgres"
 	"opledger/eventstore/postgres/pgtest"
 	"opledger/projections"
@@ -21,6 +22,10 @@ import (
 
 // waitBound bounds every wait for a condition in these tests.
 const waitBound = 30 * time.Second
+
+// fastPolicy sets a failing event aside after three tries, a few
+// milliseconds apart.
+var fastPolicy = setaside.Policy{MaxAttempts: 3, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 
 // env is one test's world: an event store schema, a read-model schema, a
 // manual clock and a command handler writing realistic histories.
@@ -64,7 +69,8 @@ func (e *env) projector(tune func(*projections.Config)) *projections.Projector {
 	cfg := projections.Config{
 		Pool: e.pool, Store: e.store, Schema: e.schema, Clock: e.clock,
 		MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond, LockRetryInterval: 5 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(e.t.Output(), nil)),
+		Logger:   slog.New(slog.NewTextHandler(e.t.Output(), nil)),
+		SetAside: &setaside.Memory{}, Policy: fastPolicy,
 	}
 	if tune != nil {
 		tune(&cfg)

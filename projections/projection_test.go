@@ -1,16 +1,13 @@
 package projections_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"opledger/domain"
-	"opledger/eventstore"
 	"opledger/projections"
 )
 
@@ -162,29 +159,6 @@ func (e *env) requireDelivery(msg, opID, result string, times int64) {
 func (e *env) countEvents(types ...string) int64 {
 	e.t.Helper()
 	return e.countCatalog(`SELECT count(*) FROM `+pgx.Identifier{e.store.Schema()}.Sanitize()+`.events WHERE event_type = ANY($1)`, types)
-}
-
-// Streams the read models do not know are read past, counted, and change
-// nothing; an event that cannot be decoded stops the projector before it.
-func TestForeignStreamsSkippedCorruptEventStops(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC))
-	e.request("OP-1", 1_000)
-	_, err := e.store.Append(t.Context(), "outbox-kafka", eventstore.Any(), []eventstore.EventData{{ID: uuid.NewString(), Type: "Relayed", Data: []byte(`{}`)}})
-	require.NoError(t, err)
-	require.Equal(t, int64(2), e.catchUp())
-	good := e.checkpoint(e.schema)
-
-	_, err = e.store.Append(t.Context(), "operation-OP-1", eventstore.Any(), []eventstore.EventData{{ID: uuid.NewString(), Type: "Bogus", Data: []byte(`{}`), Metadata: []byte(`{"schema_version":1}`)}})
-	require.NoError(t, err)
-	e.request("OP-2", 1_000)
-	p := e.projector(nil)
-	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
-	defer cancel()
-	err = p.Run(ctx)
-	require.ErrorIs(t, err, projections.ErrCorruptLog)
-	require.Equal(t, good, e.checkpoint(e.schema), "the checkpoint stays before the corrupt event")
-	require.Zero(t, e.count(e.schema, `SELECT count(*) FROM %s.operations WHERE id = 'OP-2'`))
 }
 
 // Handlers are idempotent: with the checkpoint moved back (a restored

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"opledger/domain/setaside"
 )
 
 // Projector follows the global log and folds it into the read models of one
@@ -17,6 +19,9 @@ import (
 type Projector struct {
 	cfg     Config
 	applier *applier
+	// failing is the event the projector stopped before after it failed
+	// (only the leading loop touches it).
+	failing string
 
 	mu     sync.Mutex
 	status Status
@@ -44,6 +49,10 @@ func New(cfg Config) (*Projector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.SetAside == nil {
+		cfg.Logger.Warn("projector: no set-aside store configured: failing events are kept in memory and forgotten on restart", "projection", cfg.Name)
+		cfg.SetAside = &setaside.Memory{}
+	}
 	return &Projector{cfg: cfg, applier: newApplier(cfg.Store, cfg.Schema, cfg.Name)}, nil
 }
 
@@ -61,8 +70,9 @@ func (p *Projector) Status() Status {
 // in one transaction, pausing with a bounded back-off when the log is idle.
 // Failures are logged and retried after the back-off (see
 // MaxConsecutiveFailures); when the lock's session ends it steps down and
-// waits for the lock again. An event that cannot be folded stops Run with an
-// error wrapping ErrCorruptLog: it is never skipped.
+// waits for the lock again. An event that cannot be decoded or folded does
+// not stop Run: it is tried again Policy.MaxAttempts times, then set aside
+// and skipped (see failures.go), and the projection goes on.
 func (p *Projector) Run(ctx context.Context) error {
 	if err := CheckSchema(ctx, p.cfg.Pool, p.cfg.Schema); err != nil {
 		return fmt.Errorf("projector %s: %w", p.cfg.Name, err)
@@ -91,7 +101,7 @@ func (p *Projector) Run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, ErrCorruptLog), errors.Is(err, ErrSchemaOutdated):
+		case errors.Is(err, ErrSchemaOutdated):
 			return fmt.Errorf("projector %s: %w", p.cfg.Name, err)
 		case errors.Is(err, errLeadershipLost):
 			p.cfg.Logger.WarnContext(ctx, "projector: stepped down", "projection", p.cfg.Name, "err", err)
@@ -102,8 +112,8 @@ func (p *Projector) Run(ctx context.Context) error {
 }
 
 // lead applies batches while the leader lock holds. It returns when ctx
-// ends, the lock is lost, an event cannot be folded, or
-// MaxConsecutiveFailures batches failed in a row.
+// ends, the lock is lost, or MaxConsecutiveFailures batches failed in a
+// row.
 func (p *Projector) lead(ctx context.Context, lock *leaderLock) error {
 	cp, err := p.loadCheckpoint(ctx)
 	for failures := 0; err != nil; {
@@ -121,11 +131,20 @@ func (p *Projector) lead(ctx context.Context, lock *leaderLock) error {
 	moved := false // the last batch found the checkpoint moved
 	for {
 		n, err := p.step(ctx, lock, reader, &cp)
+		var retry *retryEvent
 		switch {
 		case err == nil:
 			failures, moved = 0, false
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case errors.As(err, &retry):
+			// An event's failure, not the database's: the events before it
+			// are folded; pause as its policy says, then try it again.
+			failures, moved = 0, false
+			if !sleep(ctx, retry.delay, nil) {
+				return ctx.Err()
+			}
+			continue
 		case errors.Is(err, errCheckpointMoved):
 			// Another writer moved the checkpoint (a rebuild was swapped in,
 			// or a batch committed though its commit reported failure):
@@ -170,13 +189,13 @@ func (p *Projector) lead(ctx context.Context, lock *leaderLock) error {
 }
 
 // failed handles a failed batch: it returns err when the batch must not be
-// retried (lost lock, corrupt log, ctx ended, too many failures) and
+// retried (lost lock, outdated schema, ctx ended, too many failures) and
 // otherwise logs it and pauses.
 func (p *Projector) failed(ctx context.Context, err error, failures *int) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if errors.Is(err, errLeadershipLost) || errors.Is(err, ErrCorruptLog) || errors.Is(err, ErrSchemaOutdated) {
+	if errors.Is(err, errLeadershipLost) || errors.Is(err, ErrSchemaOutdated) {
 		return err
 	}
 	*failures++
@@ -193,7 +212,9 @@ func (p *Projector) failed(ctx context.Context, err error, failures *int) error 
 
 // step reads one batch after cp (reader may have read it ahead) and
 // applies it in one transaction, moving cp on commit. It returns how many
-// events it applied.
+// events it applied. An event that cannot be folded is recorded: set aside,
+// it is skipped and the batch applied again without it; else the events
+// before it are applied and step returns a *retryEvent.
 func (p *Projector) step(ctx context.Context, lock *leaderLock, reader *logReader, cp *Checkpoint) (int, error) {
 	b := reader.next(ctx, *cp)
 	if b.err != nil {
@@ -205,23 +226,59 @@ func (p *Projector) step(ctx context.Context, lock *leaderLock, reader *logReade
 	if err := lock.check(ctx); err != nil {
 		return 0, err
 	}
-	next, err := p.applier.applyInTx(ctx, p.cfg.Pool, *cp, b.decoded, b.events[len(b.events)-1].Position, p.cfg.Clock.Now())
-	if err != nil {
-		return 0, err
+	through := b.events[len(b.events)-1].Position
+	skips := skipSet{}
+	for range len(b.events) + 1 { // bounded: each pass either ends or skips one more event of the batch
+		now := p.cfg.Clock.Now()
+		next, skipped, err := p.applier.applyInTx(ctx, p.cfg.Pool, *cp, b.decoded, through, now, skips)
+		if err == nil {
+			p.advance(cp, next)
+			p.committed(ctx, b.decoded, skipped, skips, now)
+			return len(b.events), nil
+		}
+		ee, isEvent := asEventError(err)
+		if !isEvent {
+			return 0, err
+		}
+		it, err := p.eventFailed(ctx, ee, now)
+		if err != nil {
+			return 0, err
+		}
+		if it.SetAside {
+			skips[ee.id] = skipReason{reason: it.Reason, detail: it.Detail}
+			continue
+		}
+		applied := 0
+		if ee.index > 0 {
+			prefix := b.decoded[:ee.index]
+			next, skipped, err := p.applier.applyInTx(ctx, p.cfg.Pool, *cp, prefix, prefix[len(prefix)-1].rec.Position, now, skips)
+			if err != nil {
+				return 0, err
+			}
+			p.advance(cp, next)
+			p.committed(ctx, prefix, skipped, skips, now)
+			applied = ee.index
+		}
+		return applied, &retryEvent{delay: p.cfg.Policy.Delay(it.Attempts), attempts: it.Attempts, cause: ee}
 	}
+	return 0, fmt.Errorf("projector %s: a batch of %d events failed on more events than it holds", p.cfg.Name, len(b.events))
+}
+
+// advance moves cp to next after a commit.
+func (p *Projector) advance(cp *Checkpoint, next Checkpoint) {
 	*cp = next
 	p.mu.Lock()
 	p.status.Checkpoint = next
 	p.status.Batches++
 	p.mu.Unlock()
-	return len(b.events), nil
 }
 
 // CatchUp applies batches until the log is exhausted and returns how many
 // events it applied. It waits for the leader lock (trying every
 // LockRetryInterval) until ctx ends, and releases it before returning. It
-// does not retry: the first failure is returned. Tools and benchmarks use
-// it; services use Run.
+// does not retry: the first failure is returned (an event that cannot be
+// folded is recorded as a failure, and skipped only once it is set aside).
+// Tools and benchmarks use it; services use Run.
 func (p *Projector) CatchUp(ctx context.Context) (int64, error) {
 	if err := CheckSchema(ctx, p.cfg.Pool, p.cfg.Schema); err != nil {
 		return 0, err

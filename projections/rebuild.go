@@ -98,6 +98,9 @@ type RebuildResult struct {
 	Checkpoint Checkpoint
 	// Swapped is true when the rebuild went live.
 	Swapped bool
+	// Skipped counts the events the rebuild could not decode or fold and
+	// skipped (listed in the schema's skipped_events).
+	Skipped int
 }
 
 // Rebuild folds the log from its start into a fresh schema (opts.Schema,
@@ -115,6 +118,10 @@ type RebuildResult struct {
 // renames the live schema away, renames the rebuild to Live and drops the
 // old schema. Queries see the old tables or the new, never a mix; the live
 // projector finds the rebuild's checkpoint and continues from it.
+//
+// An event that cannot be decoded or folded is skipped at once (a rebuild
+// does not retry): listed in the schema's skipped_events, its operation
+// marked projection_incomplete, and counted in RebuildResult.Skipped.
 //
 // A failed Rebuild leaves opts.Schema as it got (for inspection); drop it
 // before trying again under the same name.
@@ -153,19 +160,20 @@ func Rebuild(ctx context.Context, db DB, store eventstore.Store, opts RebuildOpt
 		return RebuildResult{}, fmt.Errorf("%s: %w", op, err)
 	}
 	if !opts.Swap {
-		return RebuildResult{Schema: opts.Schema, Checkpoint: cp}, nil
+		return RebuildResult{Schema: opts.Schema, Checkpoint: cp, Skipped: r.skipped}, nil
 	}
 	cp, err = r.swap(ctx, db, cp)
 	if err != nil {
 		return RebuildResult{}, fmt.Errorf("%s: swap into %s: %w", op, opts.Live, err)
 	}
-	return RebuildResult{Schema: opts.Live, Checkpoint: cp, Swapped: true}, nil
+	return RebuildResult{Schema: opts.Live, Checkpoint: cp, Swapped: true, Skipped: r.skipped}, nil
 }
 
 type rebuilder struct {
 	opts    RebuildOptions
 	applier *applier
 	store   eventstore.Store
+	skipped int // events skipped so far (see applySkipping)
 }
 
 // foldUntil folds batches after cp, each in a transaction begun on db, until
@@ -208,7 +216,7 @@ func (r *rebuilder) foldUntil(ctx context.Context, db Beginner, cp Checkpoint, s
 			decoded = kept
 		}
 		var err error
-		cp, err = r.applier.applyInTx(ctx, db, cp, decoded, through, r.opts.Clock.Now())
+		cp, err = r.applySkipping(ctx, db, cp, decoded, through)
 		if err != nil {
 			return cp, err
 		}
@@ -217,6 +225,25 @@ func (r *rebuilder) foldUntil(ctx context.Context, db Beginner, cp Checkpoint, s
 		}
 	}
 	return cp, nil
+}
+
+// applySkipping applies one batch, skipping at once every event that cannot
+// be decoded or folded: a rebuild is a tool run over the log as it is, with
+// no one to retry for. Each skip is listed in the rebuilt schema's
+// skipped_events and marks its operation incomplete, as the live projector
+// does once it sets an event aside.
+func (r *rebuilder) applySkipping(ctx context.Context, db Beginner, cp Checkpoint, decoded []decodedEvent, through eventstore.Position) (Checkpoint, error) {
+	skips := skipSet{}
+	for range len(decoded) + 1 { // bounded: each pass either ends or skips one more event of the batch
+		next, skipped, err := r.applier.applyInTx(ctx, db, cp, decoded, through, r.opts.Clock.Now(), skips)
+		ee, isEvent := asEventError(err)
+		if !isEvent {
+			r.skipped += len(skipped)
+			return next, err
+		}
+		skips[ee.id] = skipReason{reason: ee.reason, detail: ee.err.Error()}
+	}
+	return cp, fmt.Errorf("a batch of %d events failed on more events than it holds", len(decoded))
 }
 
 // requireEmptySchema fails unless schema does not exist or holds nothing.

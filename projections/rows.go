@@ -2,7 +2,7 @@ package projections
 
 import "time"
 
-// The row types mirror the tables of migrations/001_read_models.sql; their
+// The row types mirror the tables of the migrations (migrations/*.sql); their
 // JSON names are the column names, so a batch loads rows with jsonb_agg and
 // writes them with jsonb_populate_recordset, one statement per table. An
 // omitted (empty or zero) nullable value is NULL in the table.
@@ -45,7 +45,9 @@ type operationRow struct {
 	UpdatedAt          time.Time `json:"updated_at"`
 	Version            int64     `json:"version"`
 	LastEventSeq       int64     `json:"last_event_seq"`
-	change             rowChange
+	// ProjectionIncomplete: an event of the operation was skipped (002).
+	ProjectionIncomplete bool `json:"projection_incomplete"`
+	change               rowChange
 }
 
 type executionRow struct {
@@ -137,6 +139,20 @@ type evidenceRow struct {
 	ProviderReference  string    `json:"provider_reference,omitempty"`
 }
 
+// skippedRow is one event the projector read past without folding it
+// (append-only, keyed by event id).
+type skippedRow struct {
+	EventID     string    `json:"event_id"`
+	EventSeq    int64     `json:"event_seq"`
+	Position    string    `json:"position"`
+	StreamID    string    `json:"stream_id"`
+	EventType   string    `json:"event_type"`
+	OperationID string    `json:"operation_id,omitempty"`
+	Reason      string    `json:"reason"`
+	Detail      string    `json:"detail,omitempty"`
+	SkippedAt   time.Time `json:"skipped_at"`
+}
+
 type reconciliationRow struct {
 	EventID           string    `json:"event_id"`
 	EventSeq          int64     `json:"event_seq"`
@@ -178,6 +194,7 @@ func (r *capabilityRow) normalize() {
 func (r *deliveryRow) normalize()       { us(&r.FirstSeenAt); us(&r.LastSeenAt) }
 func (r *evidenceRow) normalize()       { us(&r.RecordedAt); us(&r.StoredAt) }
 func (r *reconciliationRow) normalize() { us(&r.At) }
+func (r *skippedRow) normalize()        { us(&r.SkippedAt) }
 
 // The copyValues methods give a created row's values in the order of its
 // table's copy columns (statements.go), for COPY.
@@ -185,7 +202,8 @@ func (r *reconciliationRow) normalize() { us(&r.At) }
 func (r *operationRow) copyValues() []any {
 	return []any{r.ID, r.OrderID, r.AmountMinor, r.Currency, nullInt(r.OrderTotalMinor), r.CorrelationID,
 		nullText(r.RequestedBy), r.State, r.Attempt, nullText(r.DecisionID), nullText(r.Verdict),
-		nullText(r.CurrentExecutionID), r.ExecutionCount, r.CreatedAt, r.UpdatedAt, r.Version, r.LastEventSeq}
+		nullText(r.CurrentExecutionID), r.ExecutionCount, r.CreatedAt, r.UpdatedAt, r.Version, r.LastEventSeq,
+		r.ProjectionIncomplete}
 }
 
 func (r *executionRow) copyValues() []any {

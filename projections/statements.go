@@ -15,7 +15,8 @@ type statements struct {
 	applyLockShared                                                   string
 	loadOperations, loadExecutions, loadCapabilities, loadDeliveries  string
 	operations, executions, capabilities, deliveries                  tableStatements
-	insertEvidence, insertReconciliations                             string
+	insertEvidence, insertReconciliations, insertSkipped              string
+	loadIncomplete                                                    string
 }
 
 // tableStatements write a mutable table's rows: COPY those a batch created
@@ -54,6 +55,10 @@ CROSS JOIN LATERAL (SELECT * FROM %[1]s.capabilities c WHERE c.operation_id = k.
 	// $1 message ids and $2 operation ids, pairwise.
 	loadDeliveriesSQL = `SELECT coalesce(jsonb_agg(t), '[]') FROM unnest($1::text[], $2::text[]) AS k(message_id, operation_id)
 CROSS JOIN LATERAL (SELECT * FROM %[1]s.deliveries d WHERE d.message_id = k.message_id AND d.operation_id = k.operation_id LIMIT 1) t`
+	// loadIncompleteSQL: which of the batch's operations ($1) had an event
+	// skipped (skipped_events_operation_id_idx), as a JSON array of ids.
+	loadIncompleteSQL = `SELECT coalesce(jsonb_agg(k.id), '[]') FROM unnest($1::text[]) AS k(id)
+WHERE EXISTS (SELECT 1 FROM %[1]s.skipped_events s WHERE s.operation_id = k.id)`
 
 	// The writes take the batch's rows of one table as a JSON array ($1);
 	// jsonb_populate_recordset maps keys to columns by name and absent keys
@@ -71,7 +76,7 @@ ON CONFLICT (%[3]s) DO NOTHING`
 var (
 	operationColumns = []string{"order_id", "amount_minor", "currency", "order_total_minor", "correlation_id",
 		"requested_by", "state", "attempt", "decision_id", "verdict", "current_execution_id", "execution_count",
-		"created_at", "updated_at", "version", "last_event_seq"}
+		"created_at", "updated_at", "version", "last_event_seq", "projection_incomplete"}
 	executionColumns = []string{"operation_id", "capability_id", "message_id", "worker_id", "attempt", "state",
 		"lease_epoch", "lease_expires_at", "idempotency_key", "outcome", "outcome_source", "provider_reference",
 		"started_at", "ended_at", "unknown_since", "unknown_cause", "escalated_at", "escalation_reason",
@@ -115,6 +120,8 @@ func newStatements(schema string) statements {
 		deliveries:            table(schema, "deliveries", []string{"message_id", "operation_id"}, deliveryColumns),
 		insertEvidence:        fmt.Sprintf(insertOnceSQL, ident, "evidence", "event_id"),
 		insertReconciliations: fmt.Sprintf(insertOnceSQL, ident, "reconciliations", "event_id"),
+		insertSkipped:         fmt.Sprintf(insertOnceSQL, ident, "skipped_events", "event_id"),
+		loadIncomplete:        f(loadIncompleteSQL),
 	}
 }
 

@@ -23,7 +23,10 @@ import (
 type Stack struct {
 	Projector *projections.Projector
 	Index     *projections.Index
-	Courier   *SourceCourier
+	// SetAside keeps the roles' failing items in the transport schema, as
+	// serve does; pass it to the World's sweeper and reconciler.
+	SetAside *pgqueue.SetAside
+	Courier  *SourceCourier
 
 	cancel  context.CancelFunc
 	closers []func()
@@ -56,8 +59,12 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	if _, err := pgqueue.Migrate(ctx, pool, transportSchema); err != nil {
 		return nil, err
 	}
+	failing, err := pgqueue.NewSetAside(pool, transportSchema)
+	if err != nil {
+		return nil, err
+	}
 	p, err := projections.New(projections.Config{Pool: pool, Store: store, Schema: viewSchema, Logger: log,
-		MaxBackoff: 50 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond})
+		MaxBackoff: 50 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond, SetAside: failing})
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +116,7 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Stack{Projector: p, Index: index, Courier: NewSourceCourier(rctx, src, pub), cancel: cancel, closers: closers}
+	s := &Stack{Projector: p, Index: index, SetAside: failing, Courier: NewSourceCourier(rctx, src, pub), cancel: cancel, closers: closers}
 	run := func(name string, f func(context.Context) error) {
 		s.wg.Add(1)
 		go func() {

@@ -18,6 +18,7 @@ import (
 	"opledger/adapters/kafka"
 	"opledger/domain/audit"
 	"opledger/domain/recovery"
+	"opledger/domain/setaside"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"
 	"opledger/eventstore/postgres"
@@ -55,7 +56,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer env.close()
 
-	w, err := harness.New(harness.Options{Store: env.store, ClientAttempts: 1, Logger: log, Index: env.index()})
+	w, err := harness.New(harness.Options{Store: env.store, ClientAttempts: 1, Logger: log, Index: env.index(), SetAside: env.setAside()})
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
@@ -123,6 +124,15 @@ func (e *demoEnv) index() recovery.Index {
 		return nil
 	}
 	return e.stack.Index
+}
+
+// setAside keeps the roles' failing items: the transport schema's table on
+// PostgreSQL, nil (the harness's in-memory store) otherwise.
+func (e *demoEnv) setAside() setaside.Store {
+	if e.stack == nil {
+		return nil
+	}
+	return e.stack.SetAside
 }
 
 func (e *demoEnv) courier() harness.Courier {

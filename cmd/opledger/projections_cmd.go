@@ -61,5 +61,8 @@ With either: builds a side schema at that past point, the "as of" view; the live
 	} else {
 		fmt.Fprintf(stdout, "built an as-of view through %s in schema %s (the live read models are untouched)\n", res.Checkpoint.Position, res.Schema)
 	}
+	if res.Skipped > 0 {
+		fmt.Fprintf(stdout, "%d events could not be decoded or folded and were skipped: see %s.skipped_events and operations.projection_incomplete\n", res.Skipped, res.Schema)
+	}
 	return 0
 }

@@ -156,10 +156,8 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	if err := projections.CheckSchema(ctx, pool, db.viewSchema); err != nil {
 		return fmt.Errorf("%w (run 'opledger migrate')", err)
 	}
-	if !s.disabled["relay"] {
-		if err := pgqueue.CheckSchema(ctx, pool, tf.schema); err != nil {
-			return fmt.Errorf("%w (run 'opledger migrate')", err)
-		}
+	if err := pgqueue.CheckSchema(ctx, pool, tf.schema); err != nil { // the relay's tables, and every role's set_aside
+		return fmt.Errorf("%w (run 'opledger migrate')", err)
 	}
 
 	var clk clock.Clock = clock.System{}
@@ -174,7 +172,11 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 		return err
 	}
 	metrics := httpapi.NewMetrics()
-	projector, err := projections.New(projections.Config{Pool: pool, Store: store, Schema: db.viewSchema, Clock: clk, Logger: log})
+	failing, err := pgqueue.NewSetAside(pool, tf.schema) // the roles' failing items, beside the transport's tables
+	if err != nil {
+		return err
+	}
+	projector, err := projections.New(projections.Config{Pool: pool, Store: store, Schema: db.viewSchema, Clock: clk, Logger: log, SetAside: failing})
 	if err != nil {
 		return err
 	}
@@ -279,11 +281,15 @@ func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pg
 	if err != nil {
 		return nil, err
 	}
+	failing, err := pgqueue.NewSetAside(pool, tf.schema) // no I/O: the same table serve's projector writes
+	if err != nil {
+		return nil, err
+	}
 	if !s.disabled["projector"] {
 		roles["projector"] = projector.Run
 	}
 	if !s.disabled["sweeper"] {
-		sw, err := recovery.NewSweeper(recovery.SweeperConfig{Ledger: lg, Index: index, Logger: log, Interval: s.sweepInterval})
+		sw, err := recovery.NewSweeper(recovery.SweeperConfig{Ledger: lg, Index: index, Logger: log, Interval: s.sweepInterval, SetAside: failing})
 		if err != nil {
 			return nil, err
 		}
@@ -295,7 +301,7 @@ func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pg
 			return nil, fmt.Errorf("PROVIDER_URL: %w", err)
 		}
 		rc, err := recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: lg, Index: index, Provider: client,
-			Profile: s.profile, Logger: log, Interval: s.reconcileInterval})
+			Profile: s.profile, Logger: log, Interval: s.reconcileInterval, SetAside: failing})
 		if err != nil {
 			return nil, err
 		}
