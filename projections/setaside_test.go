@@ -58,7 +58,11 @@ type failures struct {
 	items []setaside.Item
 }
 
-func (f *failures) observe(it setaside.Item) { f.mu.Lock(); f.items = append(f.items, it); f.mu.Unlock() }
+func (f *failures) observe(it setaside.Item) {
+	f.mu.Lock()
+	f.items = append(f.items, it)
+	f.mu.Unlock()
+}
 
 func (f *failures) of(item string) []setaside.Item {
 	f.mu.Lock()
