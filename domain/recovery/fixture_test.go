@@ -220,7 +220,9 @@ func (f *fixture) setAside(role setaside.Role) []setaside.Item {
 }
 
 // simCounters returns what the simulator counted for op.
-func (f *fixture) simCounters(op domain.OperationID) sim.Counters { return f.sim.Ledger().ByOperation[string(op)] }
+func (f *fixture) simCounters(op domain.OperationID) sim.Counters {
+	return f.sim.Ledger().ByOperation[string(op)]
+}
 
 // simRequests returns the creation requests the simulator received for op.
 func (f *fixture) simRequests(op domain.OperationID) []sim.ReceivedRequest {
@@ -253,7 +255,11 @@ type observed struct {
 	items []setaside.Item
 }
 
-func (o *observed) observe(it setaside.Item) { o.mu.Lock(); o.items = append(o.items, it); o.mu.Unlock() }
+func (o *observed) observe(it setaside.Item) {
+	o.mu.Lock()
+	o.items = append(o.items, it)
+	o.mu.Unlock()
+}
 
 func (o *observed) of(role setaside.Role, item string) []setaside.Item {
 	o.mu.Lock()
