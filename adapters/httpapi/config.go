@@ -12,6 +12,7 @@ import (
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
+	"opledger/domain/setaside"
 	"opledger/projections"
 )
 
@@ -74,6 +75,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// CommandTimeout bounds one request's work (default DefaultCommandTimeout).
 	CommandTimeout time.Duration
+	// SetAside is the loops' failing items, for GET /v1/set-aside and POST
+	// /v1/set-aside/release: the store the roles write (serve passes the
+	// PostgreSQL one). Default: an empty setaside.Memory, with a warning.
+	SetAside setaside.Store
 }
 
 func (c *Config) setDefaults() {
@@ -90,6 +95,10 @@ func (c *Config) setDefaults() {
 	}
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.CommandTimeout = cmp.Or(c.CommandTimeout, DefaultCommandTimeout)
+	if c.SetAside == nil {
+		c.Logger.Warn("httpapi: no set-aside store configured: /v1/set-aside shows an empty in-memory store")
+		c.SetAside = &setaside.Memory{}
+	}
 }
 
 func (c *Config) validate() error {

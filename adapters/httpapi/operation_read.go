@@ -16,7 +16,7 @@ const maxExecutionsListed = 1000
 
 const (
 	operationSQL = `SELECT id, state, attempt, amount_minor, currency, order_id, correlation_id,
-       order_total_minor, created_at, updated_at, version
+       order_total_minor, created_at, updated_at, version, projection_incomplete
 FROM %[1]s.operations WHERE id = $1`
 	executionsOfSQL = `SELECT id, state, attempt, lease_epoch, idempotency_key, outcome, provider_reference, started_at, ended_at
 FROM %[1]s.executions WHERE operation_id = $1
@@ -24,18 +24,21 @@ ORDER BY attempt, started_at, id LIMIT $2`
 )
 
 type operationView struct {
-	OperationID     string          `json:"operation_id"`
-	State           string          `json:"state"`
-	Attempt         int             `json:"attempt"`
-	AmountMinor     int64           `json:"amount_minor"`
-	Currency        string          `json:"currency"`
-	OrderID         string          `json:"order_id"`
-	CorrelationID   string          `json:"correlation_id"`
-	OrderTotalMinor *int64          `json:"order_total_minor"`
-	CreatedAt       time.Time       `json:"created_at"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-	Version         int64           `json:"version"`
-	Executions      []executionView `json:"executions"`
+	OperationID     string    `json:"operation_id"`
+	State           string    `json:"state"`
+	Attempt         int       `json:"attempt"`
+	AmountMinor     int64     `json:"amount_minor"`
+	Currency        string    `json:"currency"`
+	OrderID         string    `json:"order_id"`
+	CorrelationID   string    `json:"correlation_id"`
+	OrderTotalMinor *int64    `json:"order_total_minor"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+	Version         int64     `json:"version"`
+	// ProjectionIncomplete: the projector skipped an event of this
+	// operation (it could not be decoded or folded); read the events.
+	ProjectionIncomplete bool            `json:"projection_incomplete"`
+	Executions           []executionView `json:"executions"`
 }
 
 type executionView struct {
@@ -61,7 +64,7 @@ func (s *Server) getOperation(_ http.ResponseWriter, r *http.Request, _ Principa
 	m := s.reads
 	var v operationView
 	err = m.db.QueryRow(r.Context(), m.sql(operationSQL), string(op)).Scan(&v.OperationID, &v.State, &v.Attempt, &v.AmountMinor,
-		&v.Currency, &v.OrderID, &v.CorrelationID, &v.OrderTotalMinor, &v.CreatedAt, &v.UpdatedAt, &v.Version)
+		&v.Currency, &v.OrderID, &v.CorrelationID, &v.OrderTotalMinor, &v.CreatedAt, &v.UpdatedAt, &v.Version, &v.ProjectionIncomplete)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return reply{}, notFound(string(domain.ReasonOperationUnknown),
 			"no operation %s in the read models (a just-created operation appears once the projection catches up)", op)

@@ -71,6 +71,8 @@ func (s *Server) register() {
 	s.handle("GET /v1/operations/{id}", everyone, s.getOperation)
 	s.handle("GET /v1/operations/{id}/events", everyone, s.getEvents)
 	s.handle("GET /v1/evidence", everyone, s.listEvidence)
+	s.handle("GET /v1/set-aside", everyone, s.listSetAside)
+	s.handle("POST /v1/set-aside/release", []Role{RoleOperator}, s.releaseSetAside)
 	s.open("GET /healthz", s.healthz)
 	s.open("GET /readyz", s.readyz)
 	s.open("GET /metrics", s.metrics)

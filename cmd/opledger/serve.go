@@ -182,7 +182,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Ledger: lg, Signer: signer, Tokens: tokens, ReadModels: pool, Schema: db.viewSchema, Profile: s.profile,
-		TestClock: offset, Metrics: metrics, Logger: log, ProjectionLag: projector.Lag,
+		TestClock: offset, Metrics: metrics, Logger: log, ProjectionLag: projector.Lag, SetAside: failing,
 		Ready: readiness(pool, opened.Check, projector, s.disabled["projector"]),
 	})
 	if err != nil {

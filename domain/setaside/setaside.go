@@ -19,6 +19,7 @@ package setaside
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"opledger/domain"
@@ -38,6 +39,13 @@ const (
 	RoleQueue      Role = "queue"
 	RoleKafka      Role = "kafka"
 )
+
+// Roles lists every role, for callers that check a role named from outside
+// (the CLI, the API).
+var Roles = []Role{RoleSweeper, RoleReconciler, RoleLogIndex, RoleProjector, RoleRelay, RoleQueue, RoleKafka}
+
+// Known reports whether r is one of Roles.
+func (r Role) Known() bool { return slices.Contains(Roles, r) }
 
 // Failure is one failed attempt at an item.
 type Failure struct {
