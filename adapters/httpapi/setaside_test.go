@@ -36,7 +36,7 @@ func TestSetAsideListAndRelease(t *testing.T) {
 	}
 	fail(setaside.RoleSweeper, "EXE-4471.1", "corrupt \x00 stream", start)
 	fail(setaside.RoleSweeper, "EXE-4471.1", "corrupt \x00 stream", start.Add(time.Second)) // set aside
-	fail(setaside.RoleReconciler, "EXE-4472.1", "contention", start.Add(2*time.Second))    // retrying
+	fail(setaside.RoleReconciler, "EXE-4472.1", "contention", start.Add(2*time.Second))     // retrying
 
 	list := func(role httpapi.Role, query string) response {
 		return e.call(role, "GET", "/v1/set-aside"+query, nil)
