@@ -15,8 +15,9 @@ import (
 // failure.
 const CodeSetAsideUnknown = "set-aside.unknown"
 
-// setAsideView is one failing item as the API shows it.
-type setAsideView struct {
+// SetAsideView is one failing item as GET /v1/set-aside shows it (and
+// `opledger set-aside list --json` prints it).
+type SetAsideView struct {
 	Role          string     `json:"role"`
 	Item          string     `json:"item"`
 	OperationID   *string    `json:"operation_id"`
@@ -30,8 +31,9 @@ type setAsideView struct {
 	SetAsideAt    *time.Time `json:"set_aside_at"`
 }
 
-func viewOfSetAside(it setaside.Item) setAsideView {
-	v := setAsideView{Role: string(it.Role), Item: it.Item, Reason: it.Reason, Detail: it.Detail, Attempts: it.Attempts,
+// NewSetAsideView shows it.
+func NewSetAsideView(it setaside.Item) SetAsideView {
+	v := SetAsideView{Role: string(it.Role), Item: it.Item, Reason: it.Reason, Detail: it.Detail, Attempts: it.Attempts,
 		FirstFailedAt: it.FirstFailedAt.UTC(), LastFailedAt: it.LastFailedAt.UTC(), SetAside: it.SetAside}
 	if it.OperationID != "" {
 		op := string(it.OperationID)
@@ -48,7 +50,7 @@ func viewOfSetAside(it setaside.Item) setAsideView {
 }
 
 type setAsideListResponse struct {
-	Items []setAsideView `json:"items"`
+	Items []SetAsideView `json:"items"`
 	// NextAfter, when set, is the after= of the next page.
 	NextAfter string `json:"next_after,omitempty"`
 }
@@ -90,9 +92,9 @@ func (s *Server) listSetAside(_ http.ResponseWriter, r *http.Request, _ Principa
 	if err != nil {
 		return reply{}, readError("set-aside items", err)
 	}
-	resp := setAsideListResponse{Items: make([]setAsideView, 0, len(items))}
+	resp := setAsideListResponse{Items: make([]SetAsideView, 0, len(items))}
 	for _, it := range items {
-		resp.Items = append(resp.Items, viewOfSetAside(it))
+		resp.Items = append(resp.Items, NewSetAsideView(it))
 	}
 	if len(items) == query.Limit { // a full page: there may be more (the next may be empty)
 		resp.NextAfter = setAsideCursor(items[len(items)-1])
@@ -106,7 +108,7 @@ type releaseRequest struct {
 }
 
 type releaseResponse struct {
-	Released setAsideView `json:"released"`
+	Released SetAsideView `json:"released"`
 	// Note says what the release does for this role.
 	Note string `json:"note"`
 }
@@ -147,7 +149,7 @@ func (s *Server) releaseSetAside(w http.ResponseWriter, r *http.Request, who Pri
 	}
 	s.cfg.Logger.InfoContext(r.Context(), "set-aside item released", "role", role, "item", item,
 		"operation_id", it.OperationID, "by", who.Name, "attempts", it.Attempts, "reason", it.Reason)
-	return ok(releaseResponse{Released: viewOfSetAside(it), Note: ReleaseNote(role)}), nil
+	return ok(releaseResponse{Released: NewSetAsideView(it), Note: ReleaseNote(role)}), nil
 }
 
 // ReleaseNote says what releasing an item of role does.

@@ -7,6 +7,7 @@
 //	opledger audit         replay, verify and diff the ledger's history
 //	opledger projections   rebuild read models
 //	opledger dlq           inspect and resubmit dead letters
+//	opledger set-aside     list and release the loops' set-aside items
 //	opledger demo          the seed's Thursday/Friday story, end to end
 //
 // Every command reads its settings from the environment (DATABASE_URL,
