@@ -48,6 +48,8 @@ type fixture struct {
 	client  *provider.Client
 	seen    *observed
 	log     *slog.Logger
+	// secrets holds the lease secret each claim handed out.
+	secrets map[domain.ExecutionID]string
 }
 
 type fixtureOptions struct {
@@ -62,7 +64,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 		o.profile = domain.StripeV1
 	}
 	f := &fixture{t: t, ctx: t.Context(), clock: clock.NewManual(start), failing: &setaside.Memory{}, profile: o.profile,
-		seen: &observed{}, log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		seen: &observed{}, secrets: map[domain.ExecutionID]string{}, log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	f.store = &faultyStore{Store: memory.New(f.clock.Now), down: map[string]bool{}}
 	var err error
 	f.h, err = ledger.New(ledger.Config{Store: f.store, Clock: f.clock, Logger: f.log, MaxStreamEvents: o.maxStreamEvents,
@@ -133,6 +135,7 @@ func (f *fixture) executing(op domain.OperationID) *domain.Claimed {
 		WorkerID: "worker-a", CorrelationID: domain.CorrelationID("COR-" + string(op))})
 	require.NoError(f.t, err)
 	require.Equal(f.t, domain.StatusClaimed, out.Status, "claim of %s: %s", op, out.Reason)
+	f.secrets[out.ExecutionID] = out.LeaseSecret
 	return out.Claimed
 }
 

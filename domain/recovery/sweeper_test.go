@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/domain"
+	"opledger/domain/ledger"
 	"opledger/domain/recovery"
 	"opledger/domain/setaside"
 )
@@ -205,7 +206,8 @@ func TestSweeperSkipsALeaseRenewedMeanwhile(t *testing.T) {
 				return
 			}
 			renewed = true
-			_, err := f.h.RenewLease(f.ctx, "OP-1", domain.RenewLease{ExecutionID: c.ExecutionID, LeaseEpoch: 1, WorkerID: "worker-a"})
+			_, err := f.h.RenewLease(f.ctx, "OP-1", domain.RenewLease{ExecutionID: c.ExecutionID, LeaseEpoch: 1,
+				LeaseSecret: f.secrets[c.ExecutionID], WorkerID: "worker-a"}, ledger.Cause{Actor: "worker-a"})
 			require.NoError(t, err)
 		}}
 	})
