@@ -44,7 +44,7 @@ func TestRoundTripAndDeterminism(t *testing.T) {
 
 	c, err := s.Verify(tok)
 	require.NoError(t, err)
-	require.Equal(t, captoken.Claims{Version: captoken.Version, CapabilityID: "CAP-4471.1", OperationID: "OP-4471", Attempt: 1, ExpiresAt: exp}, c)
+	require.Equal(t, captoken.Claims{Version: captoken.Version, KeyID: s.KeyID(), CapabilityID: "CAP-4471.1", OperationID: "OP-4471", Attempt: 1, ExpiresAt: exp}, c)
 
 	// A verifier holding only the public key accepts it too.
 	v, err := captoken.NewVerifier(s.PublicKey())
@@ -54,10 +54,10 @@ func TestRoundTripAndDeterminism(t *testing.T) {
 	require.Equal(t, c, c2)
 	require.Equal(t, s.KeyID(), v.KeyID())
 
-	// The payload is readable JSON with a version field.
+	// The payload is readable JSON with a version field and the key's id.
 	payload, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
 	require.NoError(t, err)
-	require.JSONEq(t, `{"v":1,"cap":"CAP-4471.1","op":"OP-4471","att":1,"exp":"2026-11-26T14:17:10.123456789Z"}`, string(payload))
+	require.Equal(t, `{"v":2,"kid":"`+s.KeyID()+`","cap":"CAP-4471.1","op":"OP-4471","att":1,"exp":"2026-11-26T14:17:10.123456789Z"}`, string(payload))
 }
 
 // TestAlteredAndForgedTokens: every change to a genuine token, and every
@@ -140,7 +140,9 @@ func TestSignRefusesIncompleteClaims(t *testing.T) {
 		"bad operation":  {CapabilityID: "CAP-1.1", OperationID: "4471", Attempt: 1, ExpiresAt: exp},
 		"attempt 0":      {CapabilityID: "CAP-1.1", OperationID: "OP-1", ExpiresAt: exp},
 		"no expiry":      {CapabilityID: "CAP-1.1", OperationID: "OP-1", Attempt: 1},
-		"future version": {Version: 2, CapabilityID: "CAP-1.1", OperationID: "OP-1", Attempt: 1, ExpiresAt: exp},
+		"future version": {Version: 3, CapabilityID: "CAP-1.1", OperationID: "OP-1", Attempt: 1, ExpiresAt: exp},
+		"old version":    {Version: 1, CapabilityID: "CAP-1.1", OperationID: "OP-1", Attempt: 1, ExpiresAt: exp},
+		"another key":    {KeyID: "00000000", CapabilityID: "CAP-1.1", OperationID: "OP-1", Attempt: 1, ExpiresAt: exp},
 	} {
 		_, err := s.Sign(c)
 		require.Error(t, err, name)

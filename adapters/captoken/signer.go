@@ -53,10 +53,20 @@ func NewEphemeral() (*Signer, error) {
 // Ephemeral reports whether the key was made by NewEphemeral.
 func (s *Signer) Ephemeral() bool { return s.ephemeral }
 
-// Sign returns the token for c. The same claims always give the same token.
+// Sign returns the token for c, naming this key. The same claims always
+// give the same token. Only the current Version is written.
 func (s *Signer) Sign(c Claims) (string, error) {
 	if c.Version == 0 {
 		c.Version = Version
+	}
+	if c.Version != Version {
+		return "", fmt.Errorf("captoken: sign: version %d, this build writes %d", c.Version, Version)
+	}
+	if c.KeyID == "" {
+		c.KeyID = s.KeyID()
+	}
+	if c.KeyID != s.KeyID() {
+		return "", fmt.Errorf("captoken: sign: claims name key %q, this key is %s", c.KeyID, s.KeyID())
 	}
 	if err := c.validate(); err != nil {
 		return "", fmt.Errorf("captoken: sign: %w", err)
@@ -78,7 +88,23 @@ func (s *Signer) TokenFor(op domain.OperationID, ev domain.CapabilityIssued) (st
 // String names the key by its KeyID only.
 func (s *Signer) String() string { return "captoken.Signer(key " + s.KeyID() + ")" }
 
+// keyIDLength is the length of a key id: 8 hex digits.
+const keyIDLength = 8
+
 func keyID(pub ed25519.PublicKey) string {
 	sum := sha256.Sum256(pub)
-	return hex.EncodeToString(sum[:4])
+	return hex.EncodeToString(sum[:keyIDLength/2])
+}
+
+// validKeyID reports whether s has the form of a key id.
+func validKeyID(s string) bool {
+	if len(s) != keyIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +19,16 @@ var ErrMalformed = errors.New("capability token malformed")
 // ErrBadSignature means the token is well formed but its signature does not
 // verify under this key: it was forged, altered, or signed by another key.
 var ErrBadSignature = errors.New("capability token signature does not verify")
+
+// ErrUnknownKey means the token names a signing key the ring does not hold
+// (another deployment's, or one removed from the ring). It wraps
+// ErrBadSignature: callers refuse it the same way.
+var ErrUnknownKey = fmt.Errorf("%w: signed by a key this ring does not hold", ErrBadSignature)
+
+// ErrRetiredKey means the token was signed by a key of the ring that is
+// retired: past its verification window, or retired by an operator. It
+// wraps ErrBadSignature.
+var ErrRetiredKey = fmt.Errorf("%w: signed by a retired key", ErrBadSignature)
 
 var b64 = base64.RawURLEncoding
 
@@ -53,6 +64,19 @@ func split(token string) (payload, sig []byte, err error) {
 // signedMessage is what the signature covers.
 func signedMessage(payload []byte) []byte {
 	return append([]byte(Domain), payload...)
+}
+
+// peekKeyID returns the kid a payload names, without judging the payload:
+// only to choose the key its signature is checked with ("" when it names
+// none or is not JSON). The strict parse follows a valid signature.
+func peekKeyID(payload []byte) string {
+	var p struct {
+		Kid string `json:"kid"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return ""
+	}
+	return p.Kid
 }
 
 // ParseUnverified reads a token's claims without checking its signature.
