@@ -53,8 +53,9 @@ func NewEphemeral() (*Signer, error) {
 // Ephemeral reports whether the key was made by NewEphemeral.
 func (s *Signer) Ephemeral() bool { return s.ephemeral }
 
-// Sign returns the token for c, naming this key. The same claims always
-// give the same token. Only the current Version is written.
+// Sign returns the token for c, naming this key (whatever key c.KeyID
+// named: a token always names the key that signed it). The same claims
+// always give the same token. Only the current Version is written.
 func (s *Signer) Sign(c Claims) (string, error) {
 	if c.Version == 0 {
 		c.Version = Version
@@ -62,12 +63,7 @@ func (s *Signer) Sign(c Claims) (string, error) {
 	if c.Version != Version {
 		return "", fmt.Errorf("captoken: sign: version %d, this build writes %d", c.Version, Version)
 	}
-	if c.KeyID == "" {
-		c.KeyID = s.KeyID()
-	}
-	if c.KeyID != s.KeyID() {
-		return "", fmt.Errorf("captoken: sign: claims name key %q, this key is %s", c.KeyID, s.KeyID())
-	}
+	c.KeyID = s.KeyID()
 	if err := c.validate(); err != nil {
 		return "", fmt.Errorf("captoken: sign: %w", err)
 	}

@@ -87,9 +87,9 @@ func TestParseTokens(t *testing.T) {
 
 	bad := map[string]string{
 		"admin aaaaaaaaaaaaaaaaaaaa\n":     "tokens:1: unknown role \"admin\"",
-		"# c\n\nagent\n":                   "tokens:3: want ROLE TOKEN [NAME]",
+		"# c\n\nagent\n":                   "tokens:3: want ROLE sha256:DIGEST [NAME]",
 		"agent short\n":                    "tokens:1: token is 5 characters",
-		"agent aaaaaaaaaaaaaaaaaaaa a b\n": "tokens:1: want ROLE TOKEN [NAME], got 4 fields",
+		"agent aaaaaaaaaaaaaaaaaaaa a b\n": "tokens:1: want ROLE sha256:DIGEST [NAME] (or ROLE TOKEN [NAME]), got 4 fields",
 		"agent aaaaaaaaaaaaaaaaaaaa\nworker aaaaaaaaaaaaaaaaaaaa\n": "tokens:2: the token of line 1 is given again",
 		"# only comments\n":                         "no tokens",
 		"agent " + strings.Repeat("a", 5000) + "\n": "longer than",

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"opledger/adapters/captoken"
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
@@ -38,8 +37,8 @@ type Config struct {
 	// Ledger executes every command. Required. Its clock is the API's clock.
 	Ledger *ledger.Handler
 	// Signer issues capability tokens with decisions and verifies the
-	// tokens presented with claims. Required.
-	Signer *captoken.Signer
+	// tokens presented with claims (a key ring or one key). Required.
+	Signer TokenSigner
 	// Tokens authenticates callers. Required.
 	Tokens *Tokens
 	// ReadModels is the database holding the read models (a *pgxpool.Pool).
@@ -79,6 +78,11 @@ type Config struct {
 	// /v1/set-aside/release: the store the roles write (serve passes the
 	// PostgreSQL one). Default: an empty setaside.Memory, with a warning.
 	SetAside setaside.Store
+	// RateLimit bounds requests per bearer token (see RateLimit).
+	RateLimit RateLimit
+	// Status is what /readyz and /metrics report of the roles running
+	// beside the API (see Status).
+	Status Status
 }
 
 func (c *Config) setDefaults() {

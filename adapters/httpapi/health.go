@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -13,6 +15,14 @@ type statusResponse struct {
 	Status string `json:"status"`
 }
 
+// readyResponse is /readyz's body: the overall status, each background
+// role, and (when not ready) the error every 503 of this API carries.
+type readyResponse struct {
+	Status string       `json:"status"`
+	Roles  []RoleStatus `json:"roles"`
+	Error  *errorDetail `json:"error,omitempty"`
+}
+
 // healthz: GET /healthz, no token. 200 while the process serves HTTP;
 // it checks nothing else (a liveness probe must not restart a server whose
 // database is down).
@@ -21,9 +31,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, nil, data)
 }
 
-// readyz: GET /readyz, no token. 200 when Config.Ready (default: the read
-// models answer) reports nil within readyTimeout, else 503 not-ready with
-// its reason.
+// readyz: GET /readyz, no token. 200 {"status":"ready","roles":[...]} when
+// Config.Ready (default: the read models answer) reports nil and every role
+// of Status.Roles is OK, all within readyTimeout; else 503 not-ready with
+// the reasons, the same roles, and Retry-After.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -31,12 +42,30 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if ready == nil {
 		ready = s.reads.ping
 	}
+	var reasons []string
 	if err := ready(ctx); err != nil {
-		e := &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, message: "not ready: " + err.Error(), retryAfter: "1"}
+		reasons = append(reasons, err.Error())
+	}
+	roles := []RoleStatus{}
+	if s.cfg.Status.Roles != nil {
+		roles = s.cfg.Status.Roles(ctx)
+	}
+	for _, role := range roles {
+		if !role.OK {
+			reason := role.Role + " " + role.State
+			if detail := cmp.Or(role.Detail, role.LastError); detail != "" {
+				reason += ": " + detail
+			}
+			reasons = append(reasons, reason)
+		}
+	}
+	if len(reasons) > 0 {
+		e := &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, message: "not ready: " + strings.Join(reasons, "; "), retryAfter: "1"}
 		requestInfoFrom(r.Context()).err = e
-		writeError(w, e)
+		data, _ := encodeBody(readyResponse{Status: "not-ready", Roles: roles, Error: &errorDetail{Code: e.code, Message: e.message}})
+		writeJSON(w, e.status, http.Header{"Retry-After": {e.retryAfter}}, data)
 		return
 	}
-	data, _ := encodeBody(statusResponse{Status: "ready"})
+	data, _ := encodeBody(readyResponse{Status: "ready", Roles: roles})
 	writeJSON(w, http.StatusOK, nil, data)
 }

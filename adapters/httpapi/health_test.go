@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"opledger/adapters/provider"
 	"opledger/domain"
 	"opledger/domain/recovery"
+	"opledger/domain/setaside"
 	"opledger/domain/worker"
 )
 
@@ -81,4 +85,97 @@ func TestMetrics(t *testing.T) {
 		require.True(t, strings.Contains(text, want), "/metrics lacks %s", want)
 	}
 	require.NotContains(t, text, "worker-token-0123456789")
+}
+
+// TestReadinessReportsEachRole: /readyz lists every background role with
+// its state; one role down (the relay cannot reach Kafka, a role waiting to
+// restart) makes it 503 naming that role, and back up it is 200 again.
+func TestReadinessReportsEachRole(t *testing.T) {
+	t.Parallel()
+	since := start
+	var mu sync.Mutex
+	roles := []httpapi.RoleStatus{
+		{Role: "projector", State: httpapi.RoleRunning, OK: true, Since: &since},
+		{Role: "sweeper", State: httpapi.RoleRunning, OK: true},
+		{Role: "reconciler", State: httpapi.RoleDisabled, OK: true},
+		{Role: "relay", State: httpapi.RoleRunning, OK: true},
+	}
+	set := func(i int, st httpapi.RoleStatus) { mu.Lock(); roles[i] = st; mu.Unlock() }
+	e := newEnv(t, func(c *httpapi.Config) {
+		c.Status.Roles = func(context.Context) []httpapi.RoleStatus {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(roles)
+		}
+	})
+	r := e.must(http.StatusOK, e.call("", "GET", "/readyz", nil))
+	require.Equal(t, "ready", r.str("status"))
+	listed := r.body["roles"].([]any)
+	require.Len(t, listed, 4)
+	require.Equal(t, map[string]any{"role": "projector", "state": "running", "ok": true, "restarts": float64(0), "since": "2026-11-26T14:02:10Z"}, listed[0])
+
+	set(3, httpapi.RoleStatus{Role: "relay", State: httpapi.RoleRunning, OK: false, Detail: "cannot reach Kafka: dial tcp 127.0.0.1:9: connection refused"})
+	r = e.must(http.StatusServiceUnavailable, e.call("", "GET", "/readyz", nil))
+	require.Equal(t, httpapi.CodeNotReady, r.code())
+	require.Equal(t, "not-ready", r.str("status"))
+	require.Equal(t, "1", r.header.Get("Retry-After"))
+	require.Contains(t, r.body["error"].(map[string]any)["message"], "relay running: cannot reach Kafka")
+	relay := r.body["roles"].([]any)[3].(map[string]any)
+	require.Equal(t, false, relay["ok"])
+
+	set(1, httpapi.RoleStatus{Role: "sweeper", State: httpapi.RoleRestarting, Restarts: 2, LastError: "sweep: store unavailable"})
+	set(3, httpapi.RoleStatus{Role: "relay", State: httpapi.RoleRunning, OK: true})
+	r = e.must(http.StatusServiceUnavailable, e.call("", "GET", "/readyz", nil))
+	require.Contains(t, r.body["error"].(map[string]any)["message"], "sweeper restarting: sweep: store unavailable")
+	require.NotContains(t, r.body["error"].(map[string]any)["message"], "relay")
+
+	set(1, httpapi.RoleStatus{Role: "sweeper", State: httpapi.RoleRunning, OK: true, Restarts: 2})
+	e.must(http.StatusOK, e.call("", "GET", "/readyz", nil))
+}
+
+// TestMetricsShowRolesRelayQueueAndSetAside: the series fed by Status are
+// on /metrics, with the build info; a failing source counts a scrape error
+// and leaves the other series alone.
+func TestMetricsShowRolesRelayQueueAndSetAside(t *testing.T) {
+	t.Parallel()
+	var queueErr error
+	e := newEnv(t, func(c *httpapi.Config) {
+		c.Status = httpapi.Status{
+			Roles: func(context.Context) []httpapi.RoleStatus {
+				return []httpapi.RoleStatus{
+					{Role: "projector", State: httpapi.RoleRunning, OK: true},
+					{Role: "relay", State: httpapi.RoleRestarting, Restarts: 3},
+				}
+			},
+			RelayLag: func(context.Context) ([]httpapi.RelayLag, error) {
+				return []httpapi.RelayLag{{Relay: "refund-requests", Events: 5, Behind: 7 * time.Second}}, nil
+			},
+			Queue: func(context.Context) ([]httpapi.QueueDepth, error) {
+				return []httpapi.QueueDepth{{Topic: "opledger.refund-requests", Ready: 4, DeadLetters: 1}}, queueErr
+			},
+			SetAside: func(context.Context) ([]setaside.Count, error) {
+				return []setaside.Count{{Role: setaside.RoleSweeper, SetAside: 2, Retrying: 1}}, nil
+			},
+		}
+	})
+	text := string(e.must(http.StatusOK, e.call("", "GET", "/metrics", nil)).raw)
+	for _, want := range []string{
+		`opledger_role_up{role="projector"} 1`,
+		`opledger_role_up{role="relay"} 0`,
+		`opledger_role_restarts{role="relay"} 3`,
+		`opledger_relay_lag_events{relay="refund-requests"} 5`,
+		`opledger_relay_lag_seconds{relay="refund-requests"} 7`,
+		`opledger_queue_depth{topic="opledger.refund-requests"} 4`,
+		`opledger_queue_dead_letters{topic="opledger.refund-requests"} 1`,
+		`opledger_set_aside_items{role="sweeper",state="set_aside"} 2`,
+		`opledger_set_aside_items{role="sweeper",state="retrying"} 1`,
+		`opledger_build_info{go_version="` + runtime.Version() + `",revision=`,
+	} {
+		require.Contains(t, text, want)
+	}
+	queueErr = errors.New("queue table gone")
+	text = string(e.must(http.StatusOK, e.call("", "GET", "/metrics", nil)).raw)
+	require.Contains(t, text, `opledger_metrics_scrape_errors_total{gauge="queue"} 1`)
+	require.Contains(t, text, `opledger_queue_depth{topic="opledger.refund-requests"} 4`, "a failed source keeps its last values")
+	require.Contains(t, text, `opledger_relay_lag_events{relay="refund-requests"} 5`)
 }

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +44,15 @@ type Metrics struct {
 	providerLatency *prometheus.HistogramVec
 	requests        *prometheus.CounterVec
 	requestLatency  *prometheus.HistogramVec
+	rateLimited     *prometheus.CounterVec
+	reloads         *prometheus.CounterVec
+	roleUp          *prometheus.GaugeVec
+	roleRestarts    *prometheus.GaugeVec
+	relayLagEvents  *prometheus.GaugeVec
+	relayLagSeconds *prometheus.GaugeVec
+	queueDepth      *prometheus.GaugeVec
+	deadLetters     *prometheus.GaugeVec
+	setAside        *prometheus.GaugeVec
 }
 
 // NewMetrics returns metrics registered in a fresh registry, with the Go
@@ -87,10 +99,82 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1ms .. ~8s
 		}, []string{"route"}),
 	}
+	m.addSurface()
 	m.reg.MustRegister(m.claims, m.refusals, m.executions, m.unknownAge, m.lagEvents, m.lagSeconds, m.scrapeErrors,
 		m.reconciled, m.providerSends, m.providerLatency, m.requests, m.requestLatency,
+		m.rateLimited, m.reloads, m.roleUp, m.roleRestarts, m.relayLagEvents, m.relayLagSeconds,
+		m.queueDepth, m.deadLetters, m.setAside, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// addSurface makes the series of the trust boundary and of the roles.
+func (m *Metrics) addSurface() {
+	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "opledger_rate_limited_total", Help: "Requests refused 429 rate.limited, by the token's role.",
+	}, []string{"role"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "opledger_reloads_total", Help: "Reloads on SIGHUP, by file (tokens, signing_keys, tls) and result (ok, error: the old one stays).",
+	}, []string{"file", "result"})
+	m.roleUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "opledger_role_up", Help: "1 while a background role runs and can do its work, else 0.",
+	}, []string{"role"})
+	m.roleRestarts = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "opledger_role_restarts", Help: "Restarts of a background role since serve started.",
+	}, []string{"role"})
+	m.relayLagEvents = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "opledger_relay_lag_events", Help: "Events of the log after the relay's checkpoint (capped).",
+	}, []string{"relay"})
+	m.relayLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "opledger_relay_lag_seconds", Help: "Age of the oldest event the relay has not passed yet.",
+	}, []string{"relay"})
+	m.queueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "opledger_queue_depth", Help: "Messages of the Postgres queue not yet settled, by topic (capped).",
+	}, []string{"topic"})
+	m.deadLetters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "opledger_queue_dead_letters", Help: "Dead letters of the Postgres queue not resubmitted, by topic (capped).",
+	}, []string{"topic"})
+	m.setAside = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "opledger_set_aside_items", Help: "Items a loop failed on, by role and state (set_aside: waiting for a person; retrying).",
+	}, []string{"role", "state"})
+}
+
+// buildInfo is opledger_build_info{version,revision,go_version} 1, from the
+// binary's build information.
+func buildInfo() prometheus.Collector {
+	version, revision, goVersion := "unknown", "unknown", runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = cmp.Or(bi.Main.Version, version)
+		goVersion = cmp.Or(bi.GoVersion, goVersion)
+		modified := false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				revision = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if modified && revision != "unknown" {
+			revision += "-dirty"
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "opledger_build_info", Help: "The binary's version, VCS revision and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "go_version": goVersion},
+	})
+	g.Set(1)
+	return g
+}
+
+// ObserveReload counts one reload of file ("tokens", "signing_keys",
+// "tls"): err nil is ok, else error (the old contents stay in use).
+func (m *Metrics) ObserveReload(file string, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.reloads.WithLabelValues(file, result).Inc()
 }
 
 // Registry returns the registry the metrics live in; register more

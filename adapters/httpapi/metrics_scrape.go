@@ -62,6 +62,61 @@ func (s *Server) refreshGauges(ctx context.Context) {
 			m.lagSeconds.Set(lag.Behind.Seconds())
 		}
 	}
+	s.refreshRoleGauges(ctx)
+}
+
+// refreshRoleGauges sets the series the Status funcs feed. A series whose
+// source fails keeps its last values and counts a scrape error.
+func (s *Server) refreshRoleGauges(ctx context.Context) {
+	m, st := s.cfg.Metrics, s.cfg.Status
+	if st.Roles != nil {
+		for _, r := range st.Roles(ctx) {
+			up := 0.0
+			if r.OK && r.State == RoleRunning {
+				up = 1
+			}
+			m.roleUp.WithLabelValues(r.Role).Set(up)
+			m.roleRestarts.WithLabelValues(r.Role).Set(float64(r.Restarts))
+		}
+	}
+	if st.RelayLag != nil {
+		if lags, err := st.RelayLag(ctx); err != nil {
+			s.scrapeFailed(ctx, "relay_lag", err)
+		} else {
+			for _, l := range lags {
+				m.relayLagEvents.WithLabelValues(l.Relay).Set(float64(l.Events))
+				m.relayLagSeconds.WithLabelValues(l.Relay).Set(l.Behind.Seconds())
+			}
+		}
+	}
+	if st.Queue != nil {
+		if depths, err := st.Queue(ctx); err != nil {
+			s.scrapeFailed(ctx, "queue", err)
+		} else {
+			m.queueDepth.Reset()
+			m.deadLetters.Reset()
+			for _, d := range depths {
+				m.queueDepth.WithLabelValues(d.Topic).Set(float64(d.Ready))
+				m.deadLetters.WithLabelValues(d.Topic).Set(float64(d.DeadLetters))
+			}
+		}
+	}
+	if st.SetAside != nil {
+		if counts, err := st.SetAside(ctx); err != nil {
+			s.scrapeFailed(ctx, "set_aside", err)
+		} else {
+			m.setAside.Reset() // a role whose items were all released has no row
+			for _, c := range counts {
+				m.setAside.WithLabelValues(string(c.Role), "set_aside").Set(float64(c.SetAside))
+				m.setAside.WithLabelValues(string(c.Role), "retrying").Set(float64(c.Retrying))
+			}
+		}
+	}
+}
+
+func (s *Server) scrapeFailed(ctx context.Context, gauge string, err error) {
+	s.cfg.Metrics.scrapeErrors.WithLabelValues(gauge).Inc()
+	s.cfg.Logger.WarnContext(ctx, "metrics: "+gauge, "err", err)
 }
 
 func (s *Server) executionCounts(ctx context.Context) (map[string]int64, error) {

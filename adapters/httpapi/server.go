@@ -25,6 +25,7 @@ type Server struct {
 	scrapeMu   sync.Mutex
 	exposition http.Handler // the registry in Prometheus's text format
 	routes     []Route
+	limiter    *limiter
 }
 
 // Route is one endpoint and the roles that may call it (none: no token).
@@ -39,14 +40,18 @@ func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
 // New validates cfg and returns a Server. It does no I/O.
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
+	cfg.RateLimit.setDefaults()
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.RateLimit.validate(); err != nil {
 		return nil, err
 	}
 	reads, err := newReadModels(cfg.ReadModels, cfg.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads,
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads, limiter: newLimiter(cfg.RateLimit),
 		exposition: promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
 	s.register()
 	return s, nil
@@ -89,7 +94,8 @@ func (s *Server) open(pattern string, h http.HandlerFunc) {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, who Principal) (reply, error)
 
 // handle registers an endpoint that only the given roles may call: no or an
-// unknown token is 401, a known token of another role 403.
+// unknown token is 401, a token over its rate 429, a known token of another
+// role 403.
 func (s *Server) handle(pattern string, roles []Role, h handlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
 	s.routes = append(s.routes, Route{Method: method, Path: path, Roles: roles})
@@ -100,12 +106,19 @@ func (s *Server) handle(pattern string, roles []Role, h handlerFunc) {
 			writeError(w, &apiError{status: http.StatusUnauthorized, code: CodeUnauthenticated, message: "no bearer token: send Authorization: Bearer TOKEN"})
 			return
 		}
-		who, known := s.cfg.Tokens.Authenticate(token)
+		who, digest, known := s.cfg.Tokens.authenticate(token)
 		if !known {
 			writeError(w, &apiError{status: http.StatusUnauthorized, code: CodeUnauthenticated, message: "unknown bearer token"})
 			return
 		}
 		info.who = who
+		if allowed, wait := s.limiter.allow(digest); !allowed {
+			s.cfg.Metrics.rateLimited.WithLabelValues(string(who.Role)).Inc()
+			e := rateLimited(who, wait, s.cfg.RateLimit)
+			info.err = e
+			writeError(w, e)
+			return
+		}
 		if !slices.Contains(roles, who.Role) {
 			writeError(w, &apiError{status: http.StatusForbidden, code: CodeForbidden,
 				message: fmt.Sprintf("role %s may not %s %s", who.Role, method, path)})
