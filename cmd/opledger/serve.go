@@ -3,26 +3,22 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/adapters/captoken"
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
-	"opledger/adapters/provider"
-	"opledger/adapters/transport"
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
-	"opledger/domain/recovery"
-	"opledger/eventstore"
 	"opledger/projections"
 )
 
@@ -30,44 +26,71 @@ func init() {
 	register("serve", "run the HTTP API, projector, sweeper, reconciler and relay", runServe)
 }
 
-// serveRoles are the background roles serve runs beside the API; each can be
-// switched off to run it elsewhere.
-var serveRoles = []string{"projector", "sweeper", "reconciler", "relay"}
-
 type serveSettings struct {
 	listen            string
 	providerURL       string
 	profile           domain.ProviderProfile
 	tokensFile        string
-	signingKeyFile    string
+	signingKeyFile    string // one key (--signing-key)
+	signingKeys       string // a key ring (--signing-keys DIR|FILE)
+	tlsCert, tlsKey   string
+	rateLimit         httpapi.RateLimit
 	dev               bool
 	testClock         bool
 	disabled          map[string]bool
 	sweepInterval     time.Duration
 	reconcileInterval time.Duration
 	shutdownTimeout   time.Duration
+	roleBackoff       time.Duration
+	roleMaxFailures   int
 	brokers           []string
+}
+
+// serveFlags is serve's settings as given, before validation.
+type serveFlags struct {
+	listen, providerURL, profile, tokens, signingKey, signingKeys    *string
+	tlsCert, tlsKey, rateLimit, rateBurst, roleBackoff, roleFailures *string
+	dev, testClock                                                   *bool
+	disable, sweepEvery, reconcileEvery                              *string
+	shutdown                                                         *time.Duration
+}
+
+func addServeFlags(fs *flag.FlagSet) serveFlags {
+	return serveFlags{
+		listen:      fs.String("listen", env("OPLEDGER_LISTEN", "127.0.0.1:8080"), "address of the HTTP API [OPLEDGER_LISTEN]"),
+		providerURL: fs.String("provider-url", env("PROVIDER_URL", ""), "the payment provider's base URL, for the reconciler [PROVIDER_URL]"),
+		profile:     fs.String("provider-profile", env("PROVIDER_PROFILE", domain.StripeV1.Name), "the provider's documented key semantics: stripe-v1 or stripe-v2 [PROVIDER_PROFILE]"),
+		tokens: fs.String(httpapi.TokensFlag, env(httpapi.TokensEnvVar, ""),
+			"bearer tokens per role: lines 'ROLE sha256:DIGEST [NAME]' (opledger tokens hash); reloaded on SIGHUP ["+httpapi.TokensEnvVar+"]"),
+		signingKeys: fs.String(captoken.RingFlag, env(captoken.RingEnvVar, ""),
+			"the key ring signing capability tokens: a directory of *.key files or one file (opledger keys); reloaded on SIGHUP ["+captoken.RingEnvVar+"]"),
+		signingKey: fs.String(captoken.Flag, env(captoken.EnvVar, ""),
+			"instead of --"+captoken.RingFlag+": one file holding a base64 Ed25519 seed, a ring of one key that never rotates ["+captoken.EnvVar+"]"),
+		tlsCert:      fs.String(httpapi.TLSCertFlag, env(httpapi.TLSCertEnvVar, ""), "serve HTTPS with this PEM certificate chain (with --tls-key); reloaded on SIGHUP ["+httpapi.TLSCertEnvVar+"]"),
+		tlsKey:       fs.String(httpapi.TLSKeyFlag, env(httpapi.TLSKeyEnvVar, ""), "the PEM private key of --tls-cert ["+httpapi.TLSKeyEnvVar+"]"),
+		rateLimit:    fs.String("rate-limit", env("OPLEDGER_RATE_LIMIT", strconv.Itoa(httpapi.DefaultRatePerSecond)), "requests per second each bearer token may send; 0 turns the limit off [OPLEDGER_RATE_LIMIT]"),
+		rateBurst:    fs.String("rate-burst", env("OPLEDGER_RATE_BURST", strconv.Itoa(httpapi.DefaultRateBurst)), "requests a token may send at once [OPLEDGER_RATE_BURST]"),
+		roleBackoff:  fs.String("role-backoff", env("OPLEDGER_ROLE_BACKOFF", defaultRoleMinBackoff.String()), "first pause before restarting a role that stopped; doubles up to 30s [OPLEDGER_ROLE_BACKOFF]"),
+		roleFailures: fs.String("role-max-failures", env("OPLEDGER_ROLE_MAX_FAILURES", strconv.Itoa(defaultRoleMaxFailures)), "failures in a row after which a role is not restarted and serve exits 1 [OPLEDGER_ROLE_MAX_FAILURES]"),
+		dev:          fs.Bool("dev", false, "development mode: an ephemeral signing key when none is given (tokens die with the process)"),
+		testClock:    fs.Bool("test-clock", false, "enable POST /v1/test-clock to move the ledger's clock forward (never in production)"),
+		disable:      fs.String("disable", env("OPLEDGER_DISABLE", ""), "background roles not to run here, comma-separated: "+strings.Join(serveRoles, ",")+" [OPLEDGER_DISABLE]"),
+		sweepEvery:   fs.String("sweep-interval", env("OPLEDGER_SWEEP_INTERVAL", "2s"), "how often the sweeper looks for lapsed leases [OPLEDGER_SWEEP_INTERVAL]"),
+		reconcileEvery: fs.String("reconcile-interval", env("OPLEDGER_RECONCILE_INTERVAL", "3s"),
+			"how often the reconciler examines Unknown executions [OPLEDGER_RECONCILE_INTERVAL]"),
+		shutdown: fs.Duration("shutdown-timeout", 15*time.Second, "how long requests and roles in flight may take to finish on shutdown"),
+	}
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flags("serve", "[flags]", stderr)
 	db := dbFlags(fs)
 	tf := addTransportFlags(fs)
-	listen := fs.String("listen", env("OPLEDGER_LISTEN", "127.0.0.1:8080"), "address of the HTTP API [OPLEDGER_LISTEN]")
-	providerURL := fs.String("provider-url", env("PROVIDER_URL", ""), "the payment provider's base URL, for the reconciler [PROVIDER_URL]")
-	profile := fs.String("provider-profile", env("PROVIDER_PROFILE", domain.StripeV1.Name), "the provider's documented key semantics: stripe-v1 or stripe-v2 [PROVIDER_PROFILE]")
-	tokens := fs.String(httpapi.TokensFlag, env(httpapi.TokensEnvVar, ""), "bearer tokens per role: lines 'ROLE TOKEN [NAME]' ["+httpapi.TokensEnvVar+"]")
-	signingKey := fs.String(captoken.Flag, env(captoken.EnvVar, ""), "file holding the base64 Ed25519 seed that signs capability tokens ["+captoken.EnvVar+"]")
-	dev := fs.Bool("dev", false, "development mode: an ephemeral signing key when none is given (tokens die with the process)")
-	testClock := fs.Bool("test-clock", false, "enable POST /v1/test-clock to move the ledger's clock forward (never in production)")
-	disable := fs.String("disable", env("OPLEDGER_DISABLE", ""), "background roles not to run here, comma-separated: "+strings.Join(serveRoles, ",")+" [OPLEDGER_DISABLE]")
-	sweepEvery := fs.String("sweep-interval", env("OPLEDGER_SWEEP_INTERVAL", "2s"), "how often the sweeper looks for lapsed leases [OPLEDGER_SWEEP_INTERVAL]")
-	reconcileEvery := fs.String("reconcile-interval", env("OPLEDGER_RECONCILE_INTERVAL", "3s"), "how often the reconciler examines Unknown executions [OPLEDGER_RECONCILE_INTERVAL]")
-	shutdown := fs.Duration("shutdown-timeout", 15*time.Second, "how long requests and roles in flight may take to finish on shutdown")
+	f := addServeFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	s, err := serveConfig(*listen, *providerURL, *profile, *tokens, *signingKey, *dev, *testClock, *disable, *sweepEvery, *reconcileEvery, *shutdown, tf)
+	s, err := serveConfig(f, tf)
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
@@ -79,33 +102,50 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // serveConfig validates serve's settings, naming every one at fault.
-func serveConfig(listen, providerURL, profile, tokens, signingKey string, dev, testClock bool, disable string,
-	sweep, reconcile string, shutdown time.Duration, tf *transportFlags) (serveSettings, error) {
-	s := serveSettings{listen: listen, providerURL: providerURL, tokensFile: tokens, signingKeyFile: signingKey,
-		dev: dev, testClock: testClock, disabled: map[string]bool{}, shutdownTimeout: shutdown}
+func serveConfig(f serveFlags, tf *transportFlags) (serveSettings, error) {
+	s := serveSettings{listen: *f.listen, providerURL: *f.providerURL, tokensFile: *f.tokens, signingKeyFile: *f.signingKey,
+		signingKeys: *f.signingKeys, tlsCert: *f.tlsCert, tlsKey: *f.tlsKey,
+		dev: *f.dev, testClock: *f.testClock, disabled: map[string]bool{}, shutdownTimeout: *f.shutdown}
 	var errs []error
 	var err error
-	if s.sweepInterval, err = time.ParseDuration(sweep); err != nil || s.sweepInterval <= 0 {
-		errs = append(errs, fmt.Errorf("OPLEDGER_SWEEP_INTERVAL / --sweep-interval %q: want a positive duration like 2s", sweep))
+	if s.sweepInterval, err = time.ParseDuration(*f.sweepEvery); err != nil || s.sweepInterval <= 0 {
+		errs = append(errs, fmt.Errorf("OPLEDGER_SWEEP_INTERVAL / --sweep-interval %q: want a positive duration like 2s", *f.sweepEvery))
 	}
-	if s.reconcileInterval, err = time.ParseDuration(reconcile); err != nil || s.reconcileInterval <= 0 {
-		errs = append(errs, fmt.Errorf("OPLEDGER_RECONCILE_INTERVAL / --reconcile-interval %q: want a positive duration like 3s", reconcile))
+	if s.reconcileInterval, err = time.ParseDuration(*f.reconcileEvery); err != nil || s.reconcileInterval <= 0 {
+		errs = append(errs, fmt.Errorf("OPLEDGER_RECONCILE_INTERVAL / --reconcile-interval %q: want a positive duration like 3s", *f.reconcileEvery))
 	}
-	if listen == "" {
+	if s.listen == "" {
 		errs = append(errs, errors.New("OPLEDGER_LISTEN / --listen is empty"))
 	}
-	p, ok := domain.ProfileByName(profile)
+	p, ok := domain.ProfileByName(*f.profile)
 	if !ok {
-		errs = append(errs, fmt.Errorf("PROVIDER_PROFILE %q: want %s or %s", profile, domain.StripeV1.Name, domain.StripeV2.Name))
+		errs = append(errs, fmt.Errorf("PROVIDER_PROFILE %q: want %s or %s", *f.profile, domain.StripeV1.Name, domain.StripeV2.Name))
 	}
 	s.profile = p
-	if tokens == "" {
-		errs = append(errs, fmt.Errorf("no tokens file: set %s or --%s (lines 'ROLE TOKEN [NAME]')", httpapi.TokensEnvVar, httpapi.TokensFlag))
+	if s.tokensFile == "" {
+		errs = append(errs, fmt.Errorf("no tokens file: set %s or --%s (lines 'ROLE sha256:DIGEST [NAME]')", httpapi.TokensEnvVar, httpapi.TokensFlag))
 	}
-	if signingKey == "" && !dev {
-		errs = append(errs, fmt.Errorf("no signing key: set %s or --%s (a base64 Ed25519 seed), or run with --dev for an ephemeral one", captoken.EnvVar, captoken.Flag))
+	switch {
+	case s.signingKeys != "" && s.signingKeyFile != "":
+		errs = append(errs, fmt.Errorf("both %s (--%s) and %s (--%s): give the key ring, or the one key, not both",
+			captoken.RingEnvVar, captoken.RingFlag, captoken.EnvVar, captoken.Flag))
+	case s.signingKeys == "" && s.signingKeyFile == "" && !s.dev:
+		errs = append(errs, fmt.Errorf("no signing key: set %s or --%s (a key ring: opledger keys new), or %s / --%s (one base64 Ed25519 seed), or run with --dev for an ephemeral one",
+			captoken.RingEnvVar, captoken.RingFlag, captoken.EnvVar, captoken.Flag))
 	}
-	for _, r := range strings.Split(disable, ",") {
+	if (s.tlsCert == "") != (s.tlsKey == "") {
+		errs = append(errs, fmt.Errorf("TLS needs both %s (--%s) and %s (--%s)", httpapi.TLSCertEnvVar, httpapi.TLSCertFlag, httpapi.TLSKeyEnvVar, httpapi.TLSKeyFlag))
+	}
+	if s.rateLimit, err = rateLimitConfig(*f.rateLimit, *f.rateBurst); err != nil {
+		errs = append(errs, err)
+	}
+	if s.roleBackoff, err = time.ParseDuration(*f.roleBackoff); err != nil || s.roleBackoff <= 0 || s.roleBackoff > defaultRoleMaxBackoff {
+		errs = append(errs, fmt.Errorf("OPLEDGER_ROLE_BACKOFF / --role-backoff %q: want a duration in (0, %s]", *f.roleBackoff, defaultRoleMaxBackoff))
+	}
+	if s.roleMaxFailures, err = strconv.Atoi(*f.roleFailures); err != nil || s.roleMaxFailures < 1 || s.roleMaxFailures > 1000 {
+		errs = append(errs, fmt.Errorf("OPLEDGER_ROLE_MAX_FAILURES / --role-max-failures %q: want a whole number in [1, 1000]", *f.roleFailures))
+	}
+	for _, r := range strings.Split(*f.disable, ",") {
 		r = strings.TrimSpace(r)
 		if r == "" {
 			continue
@@ -119,10 +159,10 @@ func serveConfig(listen, providerURL, profile, tokens, signingKey string, dev, t
 		}
 		s.disabled[r] = true
 	}
-	if !s.disabled["reconciler"] && providerURL == "" {
+	if !s.disabled["reconciler"] && s.providerURL == "" {
 		errs = append(errs, errors.New("no provider for the reconciler: set PROVIDER_URL or --provider-url, or --disable reconciler"))
 	}
-	if shutdown <= 0 {
+	if s.shutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
 	if s.brokers, err = tf.kafkaBrokers(); err != nil {
@@ -131,16 +171,47 @@ func serveConfig(listen, providerURL, profile, tokens, signingKey string, dev, t
 	return s, errors.Join(errs...)
 }
 
-// serve runs until ctx ends, then stops accepting requests, lets those in
-// flight finish, and stops the roles (no lease or batch is started after).
+// rateLimitConfig reads --rate-limit (0: off) and --rate-burst.
+func rateLimitConfig(rate, burst string) (httpapi.RateLimit, error) {
+	r, err := strconv.ParseFloat(rate, 64)
+	if err != nil || r < 0 || r > 1e6 {
+		return httpapi.RateLimit{}, fmt.Errorf("OPLEDGER_RATE_LIMIT / --rate-limit %q: want requests per second in [0, 1e6] (0: no limit)", rate)
+	}
+	b, err := strconv.Atoi(burst)
+	if err != nil || b < 1 || b > 1e6 {
+		return httpapi.RateLimit{}, fmt.Errorf("OPLEDGER_RATE_BURST / --rate-burst %q: want a whole number in [1, 1000000]", burst)
+	}
+	return httpapi.RateLimit{Off: r == 0, PerSecond: r, Burst: b}, nil
+}
+
+// serve runs until ctx ends or a role fails past its bound, then stops
+// accepting requests, lets those in flight finish, and stops the roles (no
+// lease or batch is started after). A role past its bound is serve's error.
 func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSettings, log *slog.Logger) error {
-	signer, err := servingSigner(s, log)
+	hup, stopHangup := notifyHangup()
+	defer stopHangup()
+
+	var clk clock.Clock = clock.System{}
+	var offset *clock.Offset
+	if s.testClock {
+		offset = clock.NewOffset(clock.System{})
+		clk = offset
+		log.Warn("TEST CLOCK ENABLED: POST /v1/test-clock moves the ledger's time; never run this in production")
+	}
+	keys, keysSrc, err := servingKeys(s, clk, log)
 	if err != nil {
 		return err
 	}
 	tokens, err := httpapi.LoadTokens(s.tokensFile)
 	if err != nil {
 		return err
+	}
+	warnPlainTokens(log, tokens)
+	var cert *httpapi.Certificate
+	if s.tlsCert != "" {
+		if cert, err = httpapi.LoadCertificate(s.tlsCert, s.tlsKey); err != nil {
+			return err
+		}
 	}
 	pool, err := db.pool(ctx)
 	if err != nil {
@@ -160,13 +231,6 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 		return fmt.Errorf("%w (run 'opledger migrate')", err)
 	}
 
-	var clk clock.Clock = clock.System{}
-	var offset *clock.Offset
-	if s.testClock {
-		offset = clock.NewOffset(clock.System{})
-		clk = offset
-		log.Warn("TEST CLOCK ENABLED: POST /v1/test-clock moves the ledger's time; never run this in production")
-	}
 	lg, err := ledger.New(ledger.Config{Store: store, Clock: clk, Logger: log})
 	if err != nil {
 		return err
@@ -180,42 +244,53 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{
-		Ledger: lg, Signer: signer, Tokens: tokens, ReadModels: pool, Schema: db.viewSchema, Profile: s.profile,
-		TestClock: offset, Metrics: metrics, Logger: log, ProjectionLag: projector.Lag, SetAside: failing,
-		Ready: readiness(pool, opened.Check, projector, s.disabled["projector"]),
-	})
-	if err != nil {
-		return err
-	}
-
 	roles, err := backgroundRoles(db, tf, s, pool, store, lg, projector, metrics, log)
 	if err != nil {
 		return err
 	}
-	rctx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	for name, run := range roles {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := run(rctx); err != nil && rctx.Err() == nil {
-				log.Error("role stopped", "role", name, "err", err)
-			}
-		}()
+	sup := newSupervisor(superviseConfig{MinBackoff: s.roleBackoff, MaxFailures: s.roleMaxFailures, Logger: log}, serveRoles)
+	status, err := serveStatus(sup, pool, store, tf, s, clk)
+	if err != nil {
+		return err
 	}
+	api, err := httpapi.New(httpapi.Config{
+		Ledger: lg, Signer: keys, Tokens: tokens, ReadModels: pool, Schema: db.viewSchema, Profile: s.profile,
+		TestClock: offset, Metrics: metrics, Logger: log, ProjectionLag: projector.Lag, SetAside: failing,
+		Ready: readiness(pool, opened.Check), Status: status, RateLimit: s.rateLimit,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return fmt.Errorf("OPLEDGER_LISTEN / --listen %s: %w", s.listen, err)
+	}
+
+	rctx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRoles()
+	sup.start(rctx, roles)
+	reload := &reloadable{tokens: tokens, keys: keys, keysSrc: keysSrc, cert: cert, metrics: metrics, log: log}
+	go reload.onHangup(rctx, hup)
 
 	srv := httpapi.NewHTTPServer(s.listen, api, log)
 	served := make(chan error, 1)
-	go func() { served <- srv.ListenAndServe() }()
-	log.Info("opledger serving", "listen", s.listen, "read_models", db.viewSchema, "store", db.storeKind, "store_schema", db.storeSchema,
+	scheme := "http"
+	if cert != nil {
+		scheme = "https"
+		srv.TLSConfig = cert.TLSConfig()
+		go func() { served <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { served <- srv.Serve(ln) }()
+	}
+	log.Info("opledger serving", "listen", s.listen, "scheme", scheme, "read_models", db.viewSchema, "store", db.storeKind, "store_schema", db.storeSchema,
 		"provider_profile", s.profile.Name, "transport", transportName(s.brokers), "roles", enabledRoles(s.disabled),
-		"signing_key", signer.KeyID())
+		"signing_key", keys.KeyID(), "signing_keys", keyStates(keys.Status()), "rate_limit", rateLimitText(s.rateLimit))
 
 	var runErr error
 	select {
 	case <-ctx.Done():
 	case runErr = <-served:
+	case runErr = <-sup.failures():
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdownTimeout)
 	defer cancel()
@@ -223,7 +298,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 		log.Warn("shutdown: requests still in flight were cut off", "err", err)
 	}
 	stopRoles()
-	wg.Wait()
+	sup.wait()
 	log.Info("opledger stopped")
 	if errors.Is(runErr, http.ErrServerClosed) {
 		return nil
@@ -231,131 +306,32 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	return runErr
 }
 
-// servingSigner loads the signing key, or with --dev and none given makes an
-// ephemeral one, loudly.
-func servingSigner(s serveSettings, log *slog.Logger) (*captoken.Signer, error) {
-	if s.signingKeyFile != "" {
-		return captoken.LoadSigner(s.signingKeyFile)
+// servingKeys opens the key ring, or the one-key file, or with --dev and
+// neither given makes an ephemeral key, loudly. It returns the source
+// SIGHUP reloads ("" for the ephemeral key).
+func servingKeys(s serveSettings, clk clock.Clock, log *slog.Logger) (*captoken.Keys, string, error) {
+	switch {
+	case s.signingKeys != "":
+		keys, err := captoken.OpenKeys(s.signingKeys, 0, clk)
+		return keys, s.signingKeys, err
+	case s.signingKeyFile != "":
+		keys, err := captoken.OpenSingleKey(s.signingKeyFile, clk)
+		return keys, s.signingKeyFile, err
 	}
 	signer, err := captoken.NewEphemeral()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	log.Warn("DEV MODE: capability tokens are signed with an EPHEMERAL key; they become invalid when this process exits. Never run --dev in production.",
 		"signing_key", signer.KeyID())
-	return signer, nil
+	return captoken.NewKeys(captoken.SingleKeyRing(signer, "ephemeral"), clk, nil), "", nil
 }
 
-// readiness is /readyz: the database answers, the event store's schema is
-// current, and the projector (when it runs here) is not stalled.
-func readiness(pool *pgxpool.Pool, storeCheck func(context.Context) error, p *projections.Projector, projectorOff bool) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if err := pool.Ping(ctx); err != nil {
-			return fmt.Errorf("database: %w", err)
-		}
-		if err := storeCheck(ctx); err != nil {
-			return fmt.Errorf("event store: %w", err)
-		}
-		if projectorOff {
-			return nil
-		}
-		lag, err := p.Lag(ctx)
-		if err != nil {
-			return fmt.Errorf("projection lag: %w", err)
-		}
-		if lag.Behind > maxReadyLag {
-			return fmt.Errorf("projector stalled: %s (%d events) behind the log", lag.Behind.Round(time.Second), lag.Events)
-		}
-		return nil
+func rateLimitText(r httpapi.RateLimit) string {
+	if r.Off {
+		return "off"
 	}
-}
-
-// maxReadyLag is how far behind the projector may be before /readyz fails.
-const maxReadyLag = 60 * time.Second
-
-// backgroundRoles builds the enabled roles, each a func run until ctx ends.
-func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pgxpool.Pool, store eventstore.Store,
-	lg *ledger.Handler, projector *projections.Projector, metrics *httpapi.Metrics, log *slog.Logger) (map[string]func(context.Context) error, error) {
-	roles := map[string]func(context.Context) error{}
-	index, err := projections.NewIndex(pool, db.viewSchema)
-	if err != nil {
-		return nil, err
-	}
-	failing, err := pgqueue.NewSetAside(pool, tf.schema) // no I/O: the same table serve's projector writes
-	if err != nil {
-		return nil, err
-	}
-	if !s.disabled["projector"] {
-		roles["projector"] = projector.Run
-	}
-	if !s.disabled["sweeper"] {
-		sw, err := recovery.NewSweeper(recovery.SweeperConfig{Ledger: lg, Index: index, Logger: log, Interval: s.sweepInterval, SetAside: failing})
-		if err != nil {
-			return nil, err
-		}
-		roles["sweeper"] = sw.Run
-	}
-	if !s.disabled["reconciler"] {
-		client, err := provider.New(provider.Config{BaseURL: s.providerURL, Logger: log, Observer: metrics})
-		if err != nil {
-			return nil, fmt.Errorf("PROVIDER_URL: %w", err)
-		}
-		rc, err := recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: lg, Index: index, Provider: client,
-			Profile: s.profile, Logger: log, Interval: s.reconcileInterval, SetAside: failing})
-		if err != nil {
-			return nil, err
-		}
-		roles["reconciler"] = func(ctx context.Context) error {
-			t := time.NewTicker(s.reconcileInterval)
-			defer t.Stop()
-			for {
-				steps, err := rc.ReconcileOnce(ctx)
-				metrics.ObserveReconcile(steps)
-				if err != nil && ctx.Err() == nil {
-					log.Warn("reconcile round failed", "err", err)
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-t.C:
-				}
-			}
-		}
-	}
-	if !s.disabled["relay"] {
-		_, publisher, closePub, err := openTransport(pool, tf, workerSettings{id: "serve-relay", brokers: s.brokers, concurrency: 1}, log)
-		if err != nil {
-			return nil, err
-		}
-		checks, err := pgqueue.NewCheckpoints(pool, tf.schema)
-		if err != nil {
-			closePub()
-			return nil, err
-		}
-		sa, err := pgqueue.NewSetAside(pool, tf.schema)
-		if err != nil {
-			closePub()
-			return nil, err
-		}
-		relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: publisher,
-			SetAside: sa, Leader: relayLeader(pool, tf.schema), Logger: log})
-		if err != nil {
-			closePub()
-			return nil, err
-		}
-		roles["relay"] = func(ctx context.Context) error {
-			defer closePub()
-			var wg sync.WaitGroup
-			errs := make([]error, len(relays))
-			for i, r := range relays {
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[i] = r.Run(ctx) }()
-			}
-			wg.Wait()
-			return errors.Join(errs...)
-		}
-	}
-	return roles, nil
+	return fmt.Sprintf("%g/s per token, bursts of %d", r.PerSecond, r.Burst)
 }
 
 func enabledRoles(disabled map[string]bool) string {

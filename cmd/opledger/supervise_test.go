@@ -165,7 +165,7 @@ func TestSupervisorHealth(t *testing.T) {
 	started := make(chan struct{})
 	var reachable atomic.Bool
 	s.start(t.Context(), []role{{name: "relay",
-		run:    func(ctx context.Context) error { close(started); <-ctx.Done(); return ctx.Err() },
+		run: func(ctx context.Context) error { close(started); <-ctx.Done(); return ctx.Err() },
 		health: func(context.Context) error {
 			if reachable.Load() {
 				return nil

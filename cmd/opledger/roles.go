@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
+	"opledger/adapters/httpapi"
+	"opledger/adapters/pgqueue"
+	"opledger/adapters/provider"
+	"opledger/adapters/transport"
+	"opledger/domain/ledger"
+	"opledger/domain/recovery"
+	"opledger/domain/setaside"
+	"opledger/eventstore"
+	"opledger/projections"
+)
+
+// serveRoles are the background roles serve runs beside the API; each can be
+// switched off to run it elsewhere.
+var serveRoles = []string{"projector", "sweeper", "reconciler", "relay"}
+
+// maxReadyLag is how far behind the projector may be before /readyz fails.
+const maxReadyLag = 60 * time.Second
+
+// backgroundRoles builds the enabled roles. Each role's run may be called
+// again after it returned (the supervisor restarts it); what must outlive
+// one run (the relay's publisher) is released by its close.
+func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pgxpool.Pool, store eventstore.Store,
+	lg *ledger.Handler, projector *projections.Projector, metrics *httpapi.Metrics, log *slog.Logger) ([]role, error) {
+	var roles []role
+	index, err := projections.NewIndex(pool, db.viewSchema)
+	if err != nil {
+		return nil, err
+	}
+	failing, err := pgqueue.NewSetAside(pool, tf.schema) // no I/O: the same table serve's projector writes
+	if err != nil {
+		return nil, err
+	}
+	if !s.disabled["projector"] {
+		roles = append(roles, role{name: "projector", run: projector.Run, health: projectorHealth(projector)})
+	}
+	if !s.disabled["sweeper"] {
+		sw, err := recovery.NewSweeper(recovery.SweeperConfig{Ledger: lg, Index: index, Logger: log, Interval: s.sweepInterval, SetAside: failing})
+		if err != nil {
+			return nil, err
+		}
+		roles = append(roles, role{name: "sweeper", run: sw.Run})
+	}
+	if !s.disabled["reconciler"] {
+		r, err := reconcilerRole(s, lg, index, failing, metrics, log)
+		if err != nil {
+			return nil, err
+		}
+		roles = append(roles, r)
+	}
+	if !s.disabled["relay"] {
+		r, err := relayRole(pool, tf, s, store, log)
+		if err != nil {
+			return nil, err
+		}
+		roles = append(roles, r)
+	}
+	return roles, nil
+}
+
+// projectorHealth fails when the projector trails the log by more than
+// maxReadyLag: the read models the sweeper and reconciler search are stale.
+func projectorHealth(p *projections.Projector) func(context.Context) error {
+	return func(ctx context.Context) error {
+		lag, err := p.Lag(ctx)
+		if err != nil {
+			return fmt.Errorf("projection lag: %w", err)
+		}
+		if lag.Behind > maxReadyLag {
+			return fmt.Errorf("projector stalled: %s (%d events) behind the log", lag.Behind.Round(time.Second), lag.Events)
+		}
+		return nil
+	}
+}
+
+func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Index, failing setaside.Store, metrics *httpapi.Metrics, log *slog.Logger) (role, error) {
+	client, err := provider.New(provider.Config{BaseURL: s.providerURL, Logger: log, Observer: metrics})
+	if err != nil {
+		return role{}, fmt.Errorf("PROVIDER_URL: %w", err)
+	}
+	rc, err := recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: lg, Index: index, Provider: client,
+		Profile: s.profile, Logger: log, Interval: s.reconcileInterval, SetAside: failing})
+	if err != nil {
+		return role{}, err
+	}
+	run := func(ctx context.Context) error {
+		t := time.NewTicker(s.reconcileInterval)
+		defer t.Stop()
+		for {
+			steps, err := rc.ReconcileOnce(ctx)
+			metrics.ObserveReconcile(steps)
+			if err != nil && ctx.Err() == nil {
+				log.Warn("reconcile round failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+	return role{name: "reconciler", run: run}, nil
+}
+
+// relayRole runs the standard relays together: when one returns, the
+// others are stopped and the role returns its error (to be restarted
+// whole). With Kafka, its health is a bounded dial of the brokers.
+func relayRole(pool *pgxpool.Pool, tf *transportFlags, s serveSettings, store eventstore.Store, log *slog.Logger) (role, error) {
+	_, publisher, closePub, err := openTransport(pool, tf, workerSettings{id: "serve-relay", brokers: s.brokers, concurrency: 1}, log)
+	if err != nil {
+		return role{}, err
+	}
+	checks, err := pgqueue.NewCheckpoints(pool, tf.schema)
+	if err != nil {
+		closePub()
+		return role{}, err
+	}
+	sa, err := pgqueue.NewSetAside(pool, tf.schema)
+	if err != nil {
+		closePub()
+		return role{}, err
+	}
+	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: publisher,
+		SetAside: sa, Leader: relayLeader(pool, tf.schema), Logger: log})
+	if err != nil {
+		closePub()
+		return role{}, err
+	}
+	run := func(ctx context.Context) error {
+		g, gctx := errgroup.WithContext(ctx)
+		for _, r := range relays {
+			g.Go(func() error { return r.Run(gctx) })
+		}
+		return g.Wait()
+	}
+	r := role{name: "relay", run: run, close: closePub}
+	if s.brokers != nil {
+		r.health = newBrokerProbe(s.brokers).check
+	}
+	return r, nil
+}
