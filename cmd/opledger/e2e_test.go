@@ -65,6 +65,8 @@ type system struct {
 	api, sim string
 	serve    *exec.Cmd
 	env      []string
+	tokens   string // the tokens file serve reads
+	keys     string // the signing key ring
 }
 
 func freeAddr(t *testing.T) string {
@@ -110,20 +112,25 @@ func newSystem(t *testing.T) *system {
 	require.NoError(t, os.WriteFile(tokens, []byte(fmt.Sprintf(
 		"# role token name\nagent %s agent-7\nworker %s worker-go\noperator %s ops-1\nauditor %s audit-1\n",
 		agentToken, workerToken, operatorToken, auditorToken)), 0o600))
-	s := &system{t: t, api: freeAddr(t), sim: freeAddr(t)}
+	s := &system{t: t, api: freeAddr(t), sim: freeAddr(t), tokens: tokens, keys: filepath.Join(dir, "keys")}
 	s.env = append(os.Environ(), "DATABASE_URL="+url, "OPLEDGER_STORE_SCHEMA="+schema+"_es",
 		"OPLEDGER_SCHEMA="+schema, "OPLEDGER_TRANSPORT_SCHEMA="+schema+"_tr", "KAFKA_BROKERS=",
-		"OPLEDGER_TOKENS_FILE="+tokens, "PROVIDER_URL=http://"+s.sim, "OPLEDGER_LOG_LEVEL=warn")
+		"OPLEDGER_TOKENS_FILE="+tokens, "PROVIDER_URL=http://"+s.sim, "OPLEDGER_LOG_LEVEL=warn",
+		"OPLEDGER_SIGNING_KEYS="+s.keys, "OPLEDGER_SIGNING_KEY_FILE=")
+	newKey := exec.Command(binary(t), "keys", "new")
+	newKey.Env = s.env
+	out, err := newKey.CombinedOutput()
+	require.NoError(t, err, string(out))
 	t.Cleanup(func() { dropSchemas(url, schema+"_es", schema+"_tr") })
 	migrate := exec.Command(binary(t), "migrate")
 	migrate.Env = s.env
-	out, err := migrate.CombinedOutput()
+	out, err = migrate.CombinedOutput()
 	require.NoError(t, err, string(out))
 	start(t, "provider-sim", s.env, "provider-sim", "--listen", s.sim)
 	// The reconciler is off: it would (rightly) resend a lapsed execution's
 	// request under its key, and these tests count requests from workers.
 	// The reconciler is proven by the scenario tests in adapters/harness.
-	s.serve = start(t, "serve", s.env, "serve", "--dev", "--test-clock", "--listen", s.api, "--sweep-interval", "100ms", "--disable", "reconciler")
+	s.serve = start(t, "serve", s.env, "serve", "--test-clock", "--listen", s.api, "--sweep-interval", "100ms", "--disable", "reconciler")
 	s.waitReady()
 	return s
 }
@@ -361,6 +368,9 @@ func TestEndToEndOverHTTP(t *testing.T) {
 			require.Equal(t, c.want, r.status, "%s %s as %q: %v", c.method, c.path, c.token, r.body)
 		}
 	})
+
+	t.Run("SIGHUP reloads tokens and signing keys; old capabilities still claim", func(t *testing.T) { s.hangupReload(t) })
+	t.Run("readiness names a relay that cannot reach Kafka", func(t *testing.T) { s.unreachableKafka(t) })
 
 	t.Run("shutdown is graceful", func(t *testing.T) {
 		require.NoError(t, s.serve.Process.Signal(syscall.SIGTERM))
