@@ -87,8 +87,9 @@ func (c *Certificate) Leaf() *x509.Certificate { return c.cur.Load().Leaf }
 
 // TLSConfig is the server side of TLS with modern defaults: TLS 1.2 at
 // least (1.3 is negotiated whenever the client has it), Go's default
-// cipher suites (only AEAD suites with forward secrecy for 1.2), HTTP/2
-// and HTTP/1.1, the certificate taken from c at each handshake.
+// cipher suite selection (CipherSuites left unset, so it follows the Go
+// release), HTTP/2 and HTTP/1.1, the certificate taken from c at each
+// handshake.
 func (c *Certificate) TLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
