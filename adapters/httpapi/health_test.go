@@ -151,7 +151,7 @@ func TestMetricsShowRolesRelayQueueAndSetAside(t *testing.T) {
 				return []httpapi.RelayLag{{Relay: "refund-requests", Events: 5, Behind: 7 * time.Second}}, nil
 			},
 			Queue: func(context.Context) ([]httpapi.QueueDepth, error) {
-				return []httpapi.QueueDepth{{Topic: "opledger.refund-requests", Ready: 4, DeadLetters: 1}}, queueErr
+				return []httpapi.QueueDepth{{Topic: "opledger.refund-requests", Ready: 4, Hidden: 2, DeadLetters: 1}}, queueErr
 			},
 			SetAside: func(context.Context) ([]setaside.Count, error) {
 				return []setaside.Count{{Role: setaside.RoleSweeper, SetAside: 2, Retrying: 1}}, nil
@@ -165,7 +165,8 @@ func TestMetricsShowRolesRelayQueueAndSetAside(t *testing.T) {
 		`opledger_role_restarts{role="relay"} 3`,
 		`opledger_relay_lag_events{relay="refund-requests"} 5`,
 		`opledger_relay_lag_seconds{relay="refund-requests"} 7`,
-		`opledger_queue_depth{topic="opledger.refund-requests"} 4`,
+		`opledger_queue_depth{state="ready",topic="opledger.refund-requests"} 4`,
+		`opledger_queue_depth{state="hidden",topic="opledger.refund-requests"} 2`,
 		`opledger_queue_dead_letters{topic="opledger.refund-requests"} 1`,
 		`opledger_set_aside_items{role="sweeper",state="set_aside"} 2`,
 		`opledger_set_aside_items{role="sweeper",state="retrying"} 1`,
@@ -176,6 +177,6 @@ func TestMetricsShowRolesRelayQueueAndSetAside(t *testing.T) {
 	queueErr = errors.New("queue table gone")
 	text = string(e.must(http.StatusOK, e.call("", "GET", "/metrics", nil)).raw)
 	require.Contains(t, text, `opledger_metrics_scrape_errors_total{gauge="queue"} 1`)
-	require.Contains(t, text, `opledger_queue_depth{topic="opledger.refund-requests"} 4`, "a failed source keeps its last values")
+	require.Contains(t, text, `opledger_queue_depth{state="ready",topic="opledger.refund-requests"} 4`, "a failed source keeps its last values")
 	require.Contains(t, text, `opledger_relay_lag_events{relay="refund-requests"} 5`)
 }

@@ -129,10 +129,10 @@ func (m *Metrics) addSurface() {
 		Name: "opledger_relay_lag_seconds", Help: "Age of the oldest event the relay has not passed yet.",
 	}, []string{"relay"})
 	m.queueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "opledger_queue_depth", Help: "Messages of the Postgres queue not yet settled, by topic (capped).",
-	}, []string{"topic"})
+		Name: "opledger_queue_depth", Help: "Messages of the Postgres queue not yet settled, by topic and state (ready: visible; hidden: in flight or backing off).",
+	}, []string{"topic", "state"})
 	m.deadLetters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "opledger_queue_dead_letters", Help: "Dead letters of the Postgres queue not resubmitted, by topic (capped).",
+		Name: "opledger_queue_dead_letters", Help: "Dead letters of the Postgres queue not resubmitted, by topic.",
 	}, []string{"topic"})
 	m.setAside = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "opledger_set_aside_items", Help: "Items a loop failed on, by role and state (set_aside: waiting for a person; retrying).",

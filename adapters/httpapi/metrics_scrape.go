@@ -96,7 +96,8 @@ func (s *Server) refreshRoleGauges(ctx context.Context) {
 			m.queueDepth.Reset()
 			m.deadLetters.Reset()
 			for _, d := range depths {
-				m.queueDepth.WithLabelValues(d.Topic).Set(float64(d.Ready))
+				m.queueDepth.WithLabelValues(d.Topic, "ready").Set(float64(d.Ready))
+				m.queueDepth.WithLabelValues(d.Topic, "hidden").Set(float64(d.Hidden))
 				m.deadLetters.WithLabelValues(d.Topic).Set(float64(d.DeadLetters))
 			}
 		}

@@ -64,6 +64,7 @@ type RelayLag struct {
 // QueueDepth is one topic of the Postgres queue.
 type QueueDepth struct {
 	Topic       string
-	Ready       int64 // messages waiting or in flight
+	Ready       int64 // visible messages, waiting to be claimed
+	Hidden      int64 // in flight, or backing off after a failure
 	DeadLetters int64 // dead-lettered, not resubmitted
 }

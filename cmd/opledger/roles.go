@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -27,15 +28,17 @@ var serveRoles = []string{"projector", "sweeper", "reconciler", "relay"}
 // maxReadyLag is how far behind the projector may be before /readyz fails.
 const maxReadyLag = 60 * time.Second
 
-// backgroundRoles builds the enabled roles. Each role's run may be called
+// backgroundRoles builds the enabled roles, and returns the relays (nil
+// when the relay is disabled) for their lag. Each role's run may be called
 // again after it returned (the supervisor restarts it); what must outlive
 // one run (the relay's publisher) is released by its close.
 func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pgxpool.Pool, store eventstore.Store,
-	lg *ledger.Handler, projector *projections.Projector, metrics *httpapi.Metrics, log *slog.Logger) ([]role, error) {
+	lg *ledger.Handler, projector *projections.Projector, metrics *httpapi.Metrics, log *slog.Logger) ([]role, []*transport.Relay, error) {
 	var roles []role
+	var relays []*transport.Relay
 	index, err := projections.NewIndex(pool, db.viewSchema)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	failing, err := pgqueue.NewSetAside(pool, tf.schema) // no I/O: the same table serve's projector writes
 	if err != nil {
@@ -47,25 +50,25 @@ func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pg
 	if !s.disabled["sweeper"] {
 		sw, err := recovery.NewSweeper(recovery.SweeperConfig{Ledger: lg, Index: index, Logger: log, Interval: s.sweepInterval, SetAside: failing})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		roles = append(roles, role{name: "sweeper", run: sw.Run})
 	}
 	if !s.disabled["reconciler"] {
 		r, err := reconcilerRole(s, lg, index, failing, metrics, log)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		roles = append(roles, r)
 	}
 	if !s.disabled["relay"] {
-		r, err := relayRole(pool, tf, s, store, log)
+		r, rs, err := relayRole(pool, tf, s, store, log)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		roles = append(roles, r)
+		roles, relays = append(roles, r), rs
 	}
-	return roles, nil
+	return roles, relays, nil
 }
 
 // projectorHealth fails when the projector trails the log by more than
@@ -114,27 +117,28 @@ func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Inde
 
 // relayRole runs the standard relays together: when one returns, the
 // others are stopped and the role returns its error (to be restarted
-// whole). With Kafka, its health is a bounded dial of the brokers.
-func relayRole(pool *pgxpool.Pool, tf *transportFlags, s serveSettings, store eventstore.Store, log *slog.Logger) (role, error) {
+// whole). Its health is each relay's own report (an outage: publishing,
+// reading the log, the checkpoint, the leader lock) and, with Kafka, a
+// bounded dial of the brokers, which a standby relay (another serve leads)
+// does not otherwise make.
+func relayRole(pool *pgxpool.Pool, tf *transportFlags, s serveSettings, store eventstore.Store, log *slog.Logger) (role, []*transport.Relay, error) {
 	_, publisher, closePub, err := openTransport(pool, tf, workerSettings{id: "serve-relay", brokers: s.brokers, concurrency: 1}, log)
 	if err != nil {
-		return role{}, err
+		return role{}, nil, err
 	}
+	fail := func(err error) (role, []*transport.Relay, error) { closePub(); return role{}, nil, err }
 	checks, err := pgqueue.NewCheckpoints(pool, tf.schema)
 	if err != nil {
-		closePub()
-		return role{}, err
+		return fail(err)
 	}
 	sa, err := pgqueue.NewSetAside(pool, tf.schema)
 	if err != nil {
-		closePub()
-		return role{}, err
+		return fail(err)
 	}
 	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: publisher,
 		SetAside: sa, Leader: relayLeader(pool, tf.schema), Logger: log})
 	if err != nil {
-		closePub()
-		return role{}, err
+		return fail(err)
 	}
 	run := func(ctx context.Context) error {
 		g, gctx := errgroup.WithContext(ctx)
@@ -143,9 +147,19 @@ func relayRole(pool *pgxpool.Pool, tf *transportFlags, s serveSettings, store ev
 		}
 		return g.Wait()
 	}
-	r := role{name: "relay", run: run, close: closePub}
+	var probe *brokerProbe
 	if s.brokers != nil {
-		r.health = newBrokerProbe(s.brokers).check
+		probe = newBrokerProbe(s.brokers)
 	}
-	return r, nil
+	health := func(ctx context.Context) error {
+		var errs []error
+		for _, r := range relays {
+			errs = append(errs, r.Status().Problem())
+		}
+		if probe != nil {
+			errs = append(errs, probe.check(ctx))
+		}
+		return errors.Join(errs...)
+	}
+	return role{name: "relay", run: run, close: closePub, health: health}, relays, nil
 }

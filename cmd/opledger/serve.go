@@ -244,12 +244,12 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	if err != nil {
 		return err
 	}
-	roles, err := backgroundRoles(db, tf, s, pool, store, lg, projector, metrics, log)
+	roles, relays, err := backgroundRoles(db, tf, s, pool, store, lg, projector, metrics, log)
 	if err != nil {
 		return err
 	}
 	sup := newSupervisor(superviseConfig{MinBackoff: s.roleBackoff, MaxFailures: s.roleMaxFailures, Logger: log}, serveRoles)
-	status, err := serveStatus(sup, pool, store, tf, s, clk)
+	status, err := serveStatus(sup, pool, relays, tf, s)
 	if err != nil {
 		return err
 	}

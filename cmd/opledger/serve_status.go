@@ -14,8 +14,6 @@ import (
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
-	"opledger/domain/clock"
-	"opledger/eventstore"
 )
 
 // What /readyz and /metrics read beside the API: the roles' states from the
@@ -36,8 +34,10 @@ func readiness(pool *pgxpool.Pool, storeCheck func(context.Context) error) func(
 	}
 }
 
-// serveStatus wires httpapi.Status for serve.
-func serveStatus(sup *supervisor, pool *pgxpool.Pool, store eventstore.Store, tf *transportFlags, s serveSettings, clk clock.Clock) (httpapi.Status, error) {
+// serveStatus wires httpapi.Status for serve: the supervisor's roles, the
+// relays' lag (when the relay runs here), the Postgres queue's depth (on the
+// Postgres-only transport) and the set-aside counts.
+func serveStatus(sup *supervisor, pool *pgxpool.Pool, relays []*transport.Relay, tf *transportFlags, s serveSettings) (httpapi.Status, error) {
 	st := httpapi.Status{Roles: sup.statuses}
 	aside, err := pgqueue.NewSetAside(pool, tf.schema)
 	if err != nil {
@@ -45,90 +45,36 @@ func serveStatus(sup *supervisor, pool *pgxpool.Pool, store eventstore.Store, tf
 	}
 	st.SetAside = aside.Counts
 	if s.brokers == nil { // the Postgres-only transport: its queue is ours to count
+		q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: tf.schema, WorkerID: "serve-metrics"})
+		if err != nil {
+			return st, err
+		}
 		st.Queue = func(ctx context.Context) ([]httpapi.QueueDepth, error) {
-			stats, err := pgqueue.Stats(ctx, pool, tf.schema, 0)
+			depths, err := q.Depth(ctx)
 			if err != nil {
 				return nil, err
 			}
-			out := make([]httpapi.QueueDepth, len(stats))
-			for i, t := range stats {
-				out[i] = httpapi.QueueDepth{Topic: t.Topic, Ready: t.Ready, DeadLetters: t.Dead}
+			out := make([]httpapi.QueueDepth, len(depths))
+			for i, d := range depths {
+				out[i] = httpapi.QueueDepth{Topic: d.Topic, Ready: d.Ready, Hidden: d.Hidden, DeadLetters: d.Dead}
 			}
 			return out, nil
 		}
 	}
-	if !s.disabled["relay"] {
-		checks, err := pgqueue.NewCheckpoints(pool, tf.schema)
-		if err != nil {
-			return st, err
-		}
+	if len(relays) > 0 {
 		st.RelayLag = func(ctx context.Context) ([]httpapi.RelayLag, error) {
-			return relayLags(ctx, store, checks, clk.Now())
+			out := make([]httpapi.RelayLag, len(relays))
+			for i, r := range relays {
+				lag, err := r.Lag(ctx)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = httpapi.RelayLag{Relay: r.Name(), Events: lag.Events, Capped: lag.Capped, Behind: lag.Behind}
+			}
+			return out, nil
 		}
 	}
 	return st, nil
-}
-
-// maxRelayLagCount bounds the events one relay-lag measure reads.
-const maxRelayLagCount = 10_000
-
-// relayLags measures each standard relay's checkpoint against the log: the
-// events after it (up to maxRelayLagCount) and the age of the first.
-func relayLags(ctx context.Context, store eventstore.Store, checks *pgqueue.Checkpoints, now time.Time) ([]httpapi.RelayLag, error) {
-	var out []httpapi.RelayLag
-	for _, name := range []string{transport.RelayRefundRequests, transport.RelaySecuritySignals} {
-		lag, err := relayLag(ctx, store, checks, name, now)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, lag)
-	}
-	return out, nil
-}
-
-// header is implemented by stores that know the position of the last event
-// ReadAll can return (postgres.Store): a caught-up relay costs no read.
-type header interface {
-	Head(ctx context.Context) (eventstore.Position, error)
-}
-
-func relayLag(ctx context.Context, store eventstore.Store, checks *pgqueue.Checkpoints, name string, now time.Time) (httpapi.RelayLag, error) {
-	lag := httpapi.RelayLag{Relay: name}
-	text, err := checks.Load(ctx, name)
-	if err != nil {
-		return lag, err
-	}
-	var after eventstore.Position
-	if text != "" {
-		if after, err = store.ParsePosition(text); err != nil {
-			return lag, fmt.Errorf("relay %s checkpoint: %w", name, err)
-		}
-	}
-	if h, ok := store.(header); ok {
-		head, err := h.Head(ctx)
-		if err != nil {
-			return lag, fmt.Errorf("relay lag: head: %w", err)
-		}
-		if head == nil || head.Compare(after) <= 0 {
-			return lag, nil
-		}
-	}
-	for lag.Events < maxRelayLagCount { // bounded: a relay far behind is "at least" this much
-		page, err := store.ReadAll(ctx, after, int(min(1000, maxRelayLagCount-lag.Events)))
-		if err != nil {
-			return lag, fmt.Errorf("relay lag: %w", err)
-		}
-		if len(page) == 0 {
-			return lag, nil
-		}
-		if lag.Events == 0 {
-			lag.Behind = max(0, now.Sub(page[0].RecordedAt))
-		}
-		lag.Events += int64(len(page))
-		after = page[len(page)-1].Position
-	}
-	lag.Capped = true
-	return lag, nil
 }
 
 // brokerProbe tells whether any Kafka broker accepts a TCP connection. It
