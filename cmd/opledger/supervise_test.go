@@ -103,10 +103,12 @@ func TestSupervisorStopsServePastTheBound(t *testing.T) {
 	w := &waits{}
 	s := testSupervisor(t, w, clock.NewManual(time.Unix(0, 0)))
 	var runs atomic.Int32
+	projecting := make(chan struct{})
 	s.start(t.Context(), []role{
 		{name: "relay", run: func(context.Context) error { runs.Add(1); return errors.New("publish: broker gone") }},
-		{name: "projector", run: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
+		{name: "projector", run: func(ctx context.Context) error { close(projecting); <-ctx.Done(); return ctx.Err() }},
 	})
+	<-projecting
 	var err error
 	select {
 	case err = <-s.failures():
