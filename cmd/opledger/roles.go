@@ -42,7 +42,7 @@ func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pg
 	}
 	failing, err := pgqueue.NewSetAside(pool, tf.schema) // no I/O: the same table serve's projector writes
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !s.disabled["projector"] {
 		roles = append(roles, role{name: "projector", run: projector.Run, health: projectorHealth(projector)})
@@ -62,7 +62,7 @@ func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pg
 		roles = append(roles, r)
 	}
 	if !s.disabled["relay"] {
-		r, rs, err := relayRole(pool, tf, s, store, log)
+		r, rs, err := relayRole(pool, tf, s, store, failing, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -121,7 +121,7 @@ func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Inde
 // reading the log, the checkpoint, the leader lock) and, with Kafka, a
 // bounded dial of the brokers, which a standby relay (another serve leads)
 // does not otherwise make.
-func relayRole(pool *pgxpool.Pool, tf *transportFlags, s serveSettings, store eventstore.Store, log *slog.Logger) (role, []*transport.Relay, error) {
+func relayRole(pool *pgxpool.Pool, tf *transportFlags, s serveSettings, store eventstore.Store, failing setaside.Store, log *slog.Logger) (role, []*transport.Relay, error) {
 	_, publisher, closePub, err := openTransport(pool, tf, workerSettings{id: "serve-relay", brokers: s.brokers, concurrency: 1}, log)
 	if err != nil {
 		return role{}, nil, err
@@ -131,12 +131,8 @@ func relayRole(pool *pgxpool.Pool, tf *transportFlags, s serveSettings, store ev
 	if err != nil {
 		return fail(err)
 	}
-	sa, err := pgqueue.NewSetAside(pool, tf.schema)
-	if err != nil {
-		return fail(err)
-	}
 	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: publisher,
-		SetAside: sa, Leader: relayLeader(pool, tf.schema), Logger: log})
+		SetAside: failing, Leader: relayLeader(pool, tf.schema), Logger: log})
 	if err != nil {
 		return fail(err)
 	}
