@@ -95,6 +95,9 @@ func newEnv(t *testing.T, tune func(*httpapi.Config)) *env {
 		Ledger: e.h, Signer: e.signer, Tokens: e.tokens, ReadModels: e.pool, Schema: schema,
 		TestClock: e.clock, Metrics: e.metrics, ProjectionLag: p.Lag,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		// Tests that hammer an endpoint must not meet the wall-clock rate
+		// limit; the rate-limit tests set their own, on an injected clock.
+		RateLimit: httpapi.RateLimit{Off: true},
 	}
 	if tune != nil {
 		tune(&cfg)
