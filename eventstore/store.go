@@ -2,7 +2,8 @@
 //
 // A Store holds named streams of immutable events and a global log over all of
 // them. Backends live in subpackages (memory, postgres, kurrent) and all pass the
-// conformance suite in storetest. Callers depend only on this package.
+// conformance suite in storetest, which includes the hash chain every event
+// carries (see package chain). Callers depend only on this package.
 //
 // Versions are 0-based revisions, as in KurrentDB: the first event of a stream
 // has version 0, and a stream holding n events has version n-1. A stream that
@@ -43,6 +44,12 @@ type RecordedEvent struct {
 	Metadata   []byte
 	RecordedAt time.Time // the store's clock at append
 	Position   Position  // where the event sits in the global log
+	// PrevHash and Hash are the event's link in its stream's hash chain
+	// (see package chain): the hash of the event before it (chain.Genesis
+	// for the first) and its own, 32 bytes each, computed by the backend at
+	// append. Both are nil for an event stored before hashing began.
+	PrevHash []byte
+	Hash     []byte
 }
 
 // AppendResult reports where an append left the stream.
@@ -62,12 +69,15 @@ type AppendResult struct {
 // same event IDs and expected version is safe.
 type Store interface {
 	// Append writes events to the end of stream if the stream's current
-	// version matches expected; otherwise it returns a *WrongExpectedVersionError
+	// version matches expected, each with its link in the stream's hash
+	// chain (RecordedEvent.PrevHash, Hash); otherwise it returns a *WrongExpectedVersionError
 	// (errors.Is(err, ErrWrongExpectedVersion)) and writes nothing. The events
 	// of one Append are written atomically and receive consecutive versions.
 	// If every event ID was already appended to this stream at the versions
 	// this call would give them, Append succeeds without writing anything.
-	// events must hold 1..MaxAppendBatch entries.
+	// events must hold 1..MaxAppendBatch entries, and their Data and
+	// Metadata must be nil or JSON that chain.Canonicalize accepts (else
+	// ErrInvalidAppend).
 	Append(ctx context.Context, stream string, expected ExpectedVersion, events []EventData) (AppendResult, error)
 
 	// ReadStream returns up to limit events of stream with version >= from, in

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"opledger/eventstore"
+	"opledger/eventstore/chain"
 )
 
 // Position is the memory backend's global position: a 1-based sequence.
@@ -39,6 +40,7 @@ type Store struct {
 	log     []eventstore.RecordedEvent // global order; index i holds position i+1
 	streams map[string][]int           // stream -> indexes into log
 	ids     map[string]int             // event id -> index into log
+	heads   map[string]eventstore.StreamHead
 	now     func() time.Time
 	// failing, when set, makes every call fail with ErrUnavailable (to
 	// simulate an unreachable store).
@@ -50,7 +52,7 @@ func New(now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{streams: map[string][]int{}, ids: map[string]int{}, now: now}
+	return &Store{streams: map[string][]int{}, ids: map[string]int{}, heads: map[string]eventstore.StreamHead{}, now: now}
 }
 
 // SetUnavailable makes every following call fail with ErrUnavailable (true)
@@ -61,10 +63,20 @@ func (s *Store) SetUnavailable(down bool) {
 	s.mu.Unlock()
 }
 
-// Append implements eventstore.Store.
+// Append implements eventstore.Store. Data and metadata must be JSON that
+// chain.Canonicalize accepts, as on every backend; each event is stored
+// with its link in the stream's hash chain.
 func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events []eventstore.EventData) (eventstore.AppendResult, error) {
 	if err := eventstore.ValidateAppend(stream, events); err != nil {
 		return eventstore.AppendResult{}, err
+	}
+	contents := make([]chain.Hash, len(events))
+	for i, e := range events {
+		c, err := chain.Content(stream, e.ID, e.Type, e.Data, e.Metadata)
+		if err != nil {
+			return eventstore.AppendResult{}, fmt.Errorf("append %s: %w: event %d (%s): %w", stream, eventstore.ErrInvalidAppend, i, e.ID, err)
+		}
+		contents[i] = c
 	}
 	if err := ctx.Err(); err != nil {
 		return eventstore.AppendResult{}, eventstore.Unavailable("append "+stream, err)
@@ -87,18 +99,26 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 			return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: current}
 		}
 	}
+	prev := chain.Genesis
+	if h, ok, _ := chain.FromBytes(s.heads[stream].Hash); ok {
+		prev = h
+	}
+	links := chain.Links(prev, current+1, contents)
 	at := s.now().UTC()
-	for _, e := range events {
+	for k, e := range events {
 		current++
 		i := len(s.log)
 		s.log = append(s.log, eventstore.RecordedEvent{
 			StreamID: stream, Version: current, ID: e.ID, Type: e.Type,
 			Data: slices.Clone(e.Data), Metadata: slices.Clone(e.Metadata),
 			RecordedAt: at, Position: Position(i + 1),
+			PrevHash: slices.Clone(prev[:]), Hash: slices.Clone(links[k][:]),
 		})
+		prev = links[k]
 		s.streams[stream] = append(s.streams[stream], i)
 		s.ids[e.ID] = i
 	}
+	s.heads[stream] = eventstore.StreamHead{StreamID: stream, Version: current, Hash: slices.Clone(prev[:])}
 	return eventstore.AppendResult{NextExpectedVersion: current}, nil
 }
 
@@ -172,6 +192,56 @@ func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit in
 	return slices.Clone(s.log[start:end]), nil
 }
 
+// ReadHeads implements eventstore.HeadReader: every stream's version and
+// last hash as recorded at append (kept apart from the log, as PostgreSQL
+// keeps its streams table).
+func (s *Store) ReadHeads(ctx context.Context, after string, limit int) ([]eventstore.StreamHead, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, eventstore.Unavailable("read heads", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.failing {
+		return nil, eventstore.Unavailable("read heads", fmt.Errorf("memory store switched off"))
+	}
+	names := make([]string, 0, len(s.heads))
+	for name := range s.heads {
+		if name > after {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	out := make([]eventstore.StreamHead, 0, min(limit, len(names)))
+	for _, name := range names[:min(max(limit, 0), len(names))] {
+		out = append(out, s.heads[name])
+	}
+	return out, nil
+}
+
+// Tamper rewrites the stored log as an insider with write access to the
+// storage could: rewrite receives a copy of the log in global order and
+// returns the log to keep (fields changed, events removed, inserted or
+// moved; hashes left alone or recomputed, as the forger likes). Positions
+// are renumbered in the new order; the stream heads ReadHeads reports are
+// left as they were unless keepHeads is false, when they are recomputed
+// from the new log. For tamper-evidence tests only.
+func (s *Store) Tamper(keepHeads bool, rewrite func(log []eventstore.RecordedEvent) []eventstore.RecordedEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	log := rewrite(slices.Clone(s.log))
+	s.log = make([]eventstore.RecordedEvent, len(log))
+	s.streams, s.ids = map[string][]int{}, map[string]int{}
+	for i, e := range log {
+		e.Position = Position(i + 1)
+		s.log[i] = e
+		s.streams[e.StreamID] = append(s.streams[e.StreamID], i)
+		s.ids[e.ID] = i
+		if !keepHeads {
+			s.heads[e.StreamID] = eventstore.StreamHead{StreamID: e.StreamID, Version: e.Version, Hash: e.Hash}
+		}
+	}
+}
+
 // ParsePosition implements eventstore.Store.
 func (s *Store) ParsePosition(text string) (eventstore.Position, error) {
 	n, err := strconv.ParseUint(text, 10, 64)
@@ -184,4 +254,7 @@ func (s *Store) ParsePosition(text string) (eventstore.Position, error) {
 // Close implements eventstore.Store.
 func (s *Store) Close() {}
 
-var _ eventstore.Store = (*Store)(nil)
+var (
+	_ eventstore.Store      = (*Store)(nil)
+	_ eventstore.HeadReader = (*Store)(nil)
+)

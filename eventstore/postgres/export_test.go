@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jackc/pgx/v5"
+
 	"opledger/eventstore"
 )
 
@@ -22,6 +24,15 @@ func (s *Store) HoldOpenAppend(ctx context.Context, stream string, expected even
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, interpretError("begin", err)
+	}
+	if expected.IsAny() { // appendOnce takes exact versions: find the current one
+		current := eventstore.NoStreamVersion
+		err := tx.QueryRow(ctx, "SELECT version FROM "+s.ident+".streams WHERE stream_id = $1", stream).Scan(&current)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return nil, interpretError("read version", err)
+		}
+		expected = eventstore.Exact(current)
 	}
 	if _, written, err := s.appendOnce(ctx, tx, stream, expected, batch); err != nil || !written {
 		_ = tx.Rollback(context.WithoutCancel(ctx))

@@ -17,6 +17,12 @@
 // (conditionally on the expected version), and the events insert consumes
 // what that write returned. Appends to one stream therefore serialize on that
 // row, and a failed condition writes nothing. Append never sends NOTIFY.
+//
+// Hash chain. Every event row carries prev_hash and event_hash, and every
+// streams row the head_hash of its last event (migration 002); the append
+// statement computes them from the row's head hash and content digests
+// computed in Go (package chain). Rows written before migration 002 carry
+// NULL: stored before hashing began.
 package postgres
 
 import (
@@ -169,4 +175,7 @@ func (s *Store) ParsePosition(text string) (eventstore.Position, error) {
 	return p, nil
 }
 
-var _ eventstore.Store = (*Store)(nil)
+var (
+	_ eventstore.Store      = (*Store)(nil)
+	_ eventstore.HeadReader = (*Store)(nil)
+)

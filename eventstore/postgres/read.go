@@ -58,6 +58,30 @@ func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
 	return p, nil
 }
 
+// ReadHeads implements eventstore.HeadReader from the streams table: each
+// stream's version and head hash, in stream id order. A limit of zero or
+// less reads nothing.
+func (s *Store) ReadHeads(ctx context.Context, after string, limit int) ([]eventstore.StreamHead, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.sql.readHeads, after, limit)
+	if err != nil {
+		return nil, interpretError("read heads", err)
+	}
+	heads := make([]eventstore.StreamHead, 0, min(limit, 1000))
+	var h eventstore.StreamHead
+	_, err = pgx.ForEachRow(rows, []any{&h.StreamID, &h.Version, &h.Hash}, func() error {
+		heads = append(heads, h)
+		h.Hash = nil
+		return nil
+	})
+	if err != nil {
+		return nil, interpretError("read heads", err)
+	}
+	return heads, nil
+}
+
 // collectEvents scans rows of eventColumns.
 func collectEvents(rows pgx.Rows, capacity int) ([]eventstore.RecordedEvent, error) {
 	events := make([]eventstore.RecordedEvent, 0, min(capacity, 1000))
@@ -66,12 +90,12 @@ func collectEvents(rows pgx.Rows, capacity int) ([]eventstore.RecordedEvent, err
 		p  Position
 		id string
 	)
-	_, err := pgx.ForEachRow(rows, []any{&p.GlobalPosition, &p.TransactionID, &e.StreamID, &e.Version, &id, &e.Type, &e.Data, &e.Metadata, &e.RecordedAt}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&p.GlobalPosition, &p.TransactionID, &e.StreamID, &e.Version, &id, &e.Type, &e.Data, &e.Metadata, &e.RecordedAt, &e.PrevHash, &e.Hash}, func() error {
 		e.ID = id
 		e.Position = p
 		e.RecordedAt = e.RecordedAt.UTC()
 		events = append(events, e)
-		e.Data, e.Metadata = nil, nil // fresh slices for the next row
+		e.Data, e.Metadata, e.PrevHash, e.Hash = nil, nil, nil, nil // fresh slices for the next row
 		return nil
 	})
 	if err != nil {

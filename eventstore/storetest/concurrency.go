@@ -73,6 +73,7 @@ func requireOneWinner(ctx context.Context, t *testing.T, store eventstore.Store,
 	got := readStream(ctx, t, store, stream, 100)
 	require.Equal(t, seq(0, want+1), versions(got))
 	require.Equal(t, events[winner].ID, got[want].ID, "the winner's event sits at the raced version")
+	requireChain(t, got)
 }
 
 func (s suite) raceExact(t *testing.T) {
@@ -107,6 +108,7 @@ func (s suite) raceAny(t *testing.T) {
 	for _, e := range got {
 		require.Equal(t, byVersion[e.Version], e.ID, "the event at version %d is the one whose append reported it", e.Version)
 	}
+	requireChain(t, got)
 }
 
 // readAllStreamOrder: under concurrent appends to shared streams, the global
@@ -163,6 +165,11 @@ func (s suite) readAllStreamOrder(t *testing.T) {
 		last[e.StreamID] = e.Version
 	}
 	require.Len(t, last, 2*len(streams))
+	for _, pair := range streams {
+		for _, stream := range pair {
+			requireChain(t, readStream(ctx, t, store, stream, 100))
+		}
+	}
 }
 
 // readAllCommitOrder: an event that takes its global position before another

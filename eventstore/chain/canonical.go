@@ -1,0 +1,526 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// ErrNotCanonicalizable is wrapped by Canonicalize's errors: the input is
+// not JSON, or is JSON this package refuses to hash (see Canonicalize).
+var ErrNotCanonicalizable = errors.New("not canonicalizable JSON")
+
+// maxDepth bounds the nesting of arrays and objects Canonicalize accepts, so
+// hostile input cannot exhaust the stack. Events nest a few levels.
+const maxDepth = 256
+
+// Canonicalize returns the RFC 8785 (JSON Canonicalization Scheme) form of
+// the JSON text in: no insignificant whitespace, object members sorted by
+// the UTF-16 code units of their names, strings escaped as ECMAScript's
+// JSON.stringify escapes them, numbers in ECMAScript's shortest round-trip
+// form of their IEEE 754 double value.
+//
+// It refuses, with an error wrapping ErrNotCanonicalizable, what RFC 8785
+// refuses (invalid JSON or UTF-8, lone surrogates, duplicate member names,
+// numbers beyond the double range) and, being used to hash what a store
+// holds, one thing more: a number whose decimal value is not the value of
+// its canonical form (9007199254740993, 0.10000000000000001: more digits
+// than a double keeps). Two stored numbers that are different values thus
+// never share a canonical form, so a change to a number always changes the
+// hash. PostgreSQL's jsonb keeps numbers as exact decimals and keeps the
+// last of duplicate names: both refusals make what is hashed at append
+// the same as what is recomputed from what the store returns.
+func Canonicalize(in []byte) ([]byte, error) {
+	return appendCanonical(nil, in, true)
+}
+
+// CanonicalizeRFC8785 is Canonicalize without the exactness rule for
+// numbers: plain RFC 8785, whose numbers are whatever double the text
+// rounds to. Exported for tests against the RFC's examples and for tools.
+func CanonicalizeRFC8785(in []byte) ([]byte, error) {
+	return appendCanonical(nil, in, false)
+}
+
+func appendCanonical(dst, in []byte, exact bool) ([]byte, error) {
+	p := parser{in: in, exact: exact}
+	p.skipSpace()
+	out, err := p.value(dst, 0)
+	if err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.pos != len(p.in) {
+		return nil, p.fail("unexpected %s after the JSON value", p.describe())
+	}
+	return out, nil
+}
+
+// parser reads one JSON text and writes its canonical form.
+type parser struct {
+	in    []byte
+	pos   int
+	exact bool
+}
+
+func (p *parser) fail(format string, args ...any) error {
+	return fmt.Errorf("%w: at byte %d: %s", ErrNotCanonicalizable, p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) describe() string {
+	if p.pos >= len(p.in) {
+		return "end of input"
+	}
+	return strconv.QuoteRune(rune(p.in[p.pos]))
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.in) {
+		switch p.in[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value(dst []byte, depth int) ([]byte, error) {
+	if p.pos >= len(p.in) {
+		return nil, p.fail("expected a value, found the end of input")
+	}
+	switch c := p.in[p.pos]; {
+	case c == '{':
+		return p.object(dst, depth+1)
+	case c == '[':
+		return p.array(dst, depth+1)
+	case c == '"':
+		s, err := p.string()
+		if err != nil {
+			return nil, err
+		}
+		return appendString(dst, s), nil
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number(dst)
+	case p.literal("true"):
+		return append(dst, "true"...), nil
+	case p.literal("false"):
+		return append(dst, "false"...), nil
+	case p.literal("null"):
+		return append(dst, "null"...), nil
+	}
+	return nil, p.fail("expected a value, found %s", p.describe())
+}
+
+func (p *parser) literal(word string) bool {
+	if strings.HasPrefix(string(p.in[p.pos:min(len(p.in), p.pos+len(word))]), word) {
+		p.pos += len(word)
+		return true
+	}
+	return false
+}
+
+// member is one object member: its decoded name and canonical value.
+type member struct {
+	name  string
+	value []byte
+}
+
+func (p *parser) object(dst []byte, depth int) ([]byte, error) {
+	if depth > maxDepth {
+		return nil, p.fail("nested deeper than %d levels", maxDepth)
+	}
+	p.pos++ // {
+	var members []member
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == '}' {
+		p.pos++
+		return append(dst, "{}"...), nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+			return nil, p.fail("expected a member name, found %s", p.describe())
+		}
+		name, err := p.string()
+		if err != nil {
+			return nil, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+			return nil, p.fail("expected ':' after member name %q, found %s", name, p.describe())
+		}
+		p.pos++
+		p.skipSpace()
+		v, err := p.value(nil, depth)
+		if err != nil {
+			return nil, err
+		}
+		members = append(members, member{name: name, value: v})
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return nil, p.fail("unterminated object")
+		}
+		if p.in[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		if p.in[p.pos] != ',' {
+			return nil, p.fail("expected ',' or '}' in an object, found %s", p.describe())
+		}
+		p.pos++
+	}
+	slices.SortFunc(members, func(a, b member) int { return compareUTF16(a.name, b.name) })
+	dst = append(dst, '{')
+	for i, m := range members {
+		if i > 0 {
+			if members[i-1].name == m.name {
+				return nil, fmt.Errorf("%w: member name %q appears twice in one object", ErrNotCanonicalizable, m.name)
+			}
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, m.name)
+		dst = append(dst, ':')
+		dst = append(dst, m.value...)
+	}
+	return append(dst, '}'), nil
+}
+
+func (p *parser) array(dst []byte, depth int) ([]byte, error) {
+	if depth > maxDepth {
+		return nil, p.fail("nested deeper than %d levels", maxDepth)
+	}
+	p.pos++ // [
+	dst = append(dst, '[')
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == ']' {
+		p.pos++
+		return append(dst, ']'), nil
+	}
+	for first := true; ; first = false {
+		if !first {
+			dst = append(dst, ',')
+		}
+		p.skipSpace()
+		var err error
+		if dst, err = p.value(dst, depth); err != nil {
+			return nil, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return nil, p.fail("unterminated array")
+		}
+		if p.in[p.pos] == ']' {
+			p.pos++
+			return append(dst, ']'), nil
+		}
+		if p.in[p.pos] != ',' {
+			return nil, p.fail("expected ',' or ']' in an array, found %s", p.describe())
+		}
+		p.pos++
+	}
+}
+
+// string decodes the JSON string at p.pos (its opening quote).
+func (p *parser) string() (string, error) {
+	p.pos++ // "
+	start := p.pos
+	// Fast path: no escapes, all printable ASCII or valid UTF-8.
+	for p.pos < len(p.in) {
+		c := p.in[p.pos]
+		if c == '"' {
+			s := p.in[start:p.pos]
+			p.pos++
+			if !utf8.Valid(s) {
+				p.pos = start
+				return "", p.fail("string is not valid UTF-8")
+			}
+			return string(s), nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		p.pos++
+	}
+	var b strings.Builder
+	b.Write(p.in[start:p.pos])
+	for {
+		if p.pos >= len(p.in) {
+			return "", p.fail("unterminated string")
+		}
+		c := p.in[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			s := b.String()
+			if !utf8.ValidString(s) {
+				return "", p.fail("string is not valid UTF-8")
+			}
+			return s, nil
+		case c < 0x20:
+			return "", p.fail("control character %#02x inside a string", c)
+		case c != '\\':
+			b.WriteByte(c)
+			p.pos++
+			continue
+		}
+		p.pos++ // backslash
+		if p.pos >= len(p.in) {
+			return "", p.fail("unterminated escape")
+		}
+		e := p.in[p.pos]
+		p.pos++
+		switch e {
+		case '"', '\\', '/':
+			b.WriteByte(e)
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'u':
+			r, err := p.hex4()
+			if err != nil {
+				return "", err
+			}
+			if utf16.IsSurrogate(r) {
+				if r >= 0xdc00 || !strings.HasPrefix(string(p.in[p.pos:min(len(p.in), p.pos+2)]), `\u`) {
+					return "", p.fail("lone UTF-16 surrogate \\u%04x", r)
+				}
+				p.pos += 2
+				r2, err := p.hex4()
+				if err != nil {
+					return "", err
+				}
+				if r2 < 0xdc00 || r2 > 0xdfff {
+					return "", p.fail("lone UTF-16 surrogate \\u%04x", r)
+				}
+				r = utf16.DecodeRune(r, r2)
+			}
+			b.WriteRune(r)
+		default:
+			p.pos--
+			return "", p.fail("invalid escape \\%c", e)
+		}
+	}
+}
+
+func (p *parser) hex4() (rune, error) {
+	if p.pos+4 > len(p.in) {
+		return 0, p.fail("truncated \\u escape")
+	}
+	n, err := strconv.ParseUint(string(p.in[p.pos:p.pos+4]), 16, 16)
+	if err != nil {
+		return 0, p.fail("invalid \\u escape")
+	}
+	p.pos += 4
+	return rune(n), nil
+}
+
+// appendString writes s as ECMAScript's JSON.stringify does: quotes,
+// backslashes and the control characters below U+0020 escaped (the short
+// forms where they exist, else \u00xx in lowercase hex), all else as is.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// compareUTF16 orders strings by their UTF-16 code units, as RFC 8785
+// sorts member names. It differs from byte order only where a character
+// above U+FFFF (a surrogate pair) meets one in U+E000..U+FFFF.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			ua, ub := firstUnit(ra), firstUnit(rb)
+			if ua != ub {
+				return int(ua) - int(ub)
+			}
+			// Both are surrogate pairs with the same high surrogate.
+			_, la := utf16.EncodeRune(ra)
+			_, lb := utf16.EncodeRune(rb)
+			return int(la) - int(lb)
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return len(a) - len(b)
+}
+
+func firstUnit(r rune) rune {
+	if r < 0x10000 {
+		return r
+	}
+	hi, _ := utf16.EncodeRune(r)
+	return hi
+}
+
+// number reads the number at p.pos and writes its canonical form.
+func (p *parser) number(dst []byte) ([]byte, error) {
+	start := p.pos
+	if p.in[p.pos] == '-' {
+		p.pos++
+	}
+	integerOnly := true
+	switch {
+	case p.pos < len(p.in) && p.in[p.pos] == '0':
+		p.pos++
+	case p.pos < len(p.in) && p.in[p.pos] >= '1' && p.in[p.pos] <= '9':
+		for p.pos < len(p.in) && p.in[p.pos] >= '0' && p.in[p.pos] <= '9' {
+			p.pos++
+		}
+	default:
+		return nil, p.fail("invalid number")
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == '.' {
+		integerOnly = false
+		p.pos++
+		if !p.digits() {
+			return nil, p.fail("invalid number: no digit after the decimal point")
+		}
+	}
+	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
+		integerOnly = false
+		p.pos++
+		if p.pos < len(p.in) && (p.in[p.pos] == '+' || p.in[p.pos] == '-') {
+			p.pos++
+		}
+		if !p.digits() {
+			return nil, p.fail("invalid number: no digit in the exponent")
+		}
+	}
+	text := string(p.in[start:p.pos])
+	// Fast path: integers of up to 15 digits are doubles exactly and are
+	// their own canonical form (but "-0" is "0").
+	if integerOnly && len(strings.TrimPrefix(text, "-")) <= 15 {
+		if text == "-0" {
+			return append(dst, '0'), nil
+		}
+		return append(dst, text...), nil
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil || math.IsInf(f, 0) {
+		p.pos = start
+		return nil, p.fail("number %s is outside the range of an IEEE 754 double", text)
+	}
+	canonical := formatNumber(f)
+	if p.exact && !sameDecimal(text, canonical) {
+		p.pos = start
+		return nil, p.fail("number %s has more precision than a double keeps (it would hash as %s): store it as a string", text, canonical)
+	}
+	return append(dst, canonical...), nil
+}
+
+func (p *parser) digits() bool {
+	start := p.pos
+	for p.pos < len(p.in) && p.in[p.pos] >= '0' && p.in[p.pos] <= '9' {
+		p.pos++
+	}
+	return p.pos > start
+}
+
+// formatNumber is ECMAScript's Number::toString for a finite double, as
+// RFC 8785 section 3.2.2.3 requires: the shortest digits that round-trip,
+// in fixed notation for 1e-6 <= |f| < 1e21 and exponential otherwise
+// (with no zero-padded exponent); negative zero is "0".
+func formatNumber(f float64) string {
+	if f == 0 {
+		return "0"
+	}
+	abs := math.Abs(f)
+	format := byte('e')
+	if abs >= 1e-6 && abs < 1e21 {
+		format = 'f'
+	}
+	s := strconv.FormatFloat(f, format, -1, 64)
+	if i := strings.IndexByte(s, 'e'); i > 0 && i+2 < len(s) && s[i+2] == '0' {
+		s = s[:i+2] + s[i+3:] // Go writes "1e+09"; ECMAScript "1e+9"
+	}
+	return s
+}
+
+// sameDecimal reports whether two JSON number texts have the same decimal
+// value, exactly.
+func sameDecimal(a, b string) bool {
+	na, ok1 := normalizeDecimal(a)
+	nb, ok2 := normalizeDecimal(b)
+	return ok1 && ok2 && na == nb
+}
+
+// decimal is a number's value as sign, significant digits (no leading or
+// trailing zeros) and the power of ten of the last digit; zero has no
+// digits and no sign.
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int64
+}
+
+// normalizeDecimal reads a syntactically valid JSON number. It refuses
+// exponents of more than 9 digits (no double needs them).
+func normalizeDecimal(s string) (decimal, bool) {
+	var d decimal
+	if strings.HasPrefix(s, "-") {
+		d.neg, s = true, s[1:]
+	}
+	mantissa, exponent, _ := strings.Cut(strings.ToLower(s), "e")
+	var exp int64
+	if exponent != "" {
+		digits := strings.TrimLeft(strings.TrimLeft(exponent, "+-"), "0")
+		if len(digits) > 9 {
+			return decimal{}, false
+		}
+		e, err := strconv.ParseInt(strings.TrimPrefix(exponent, "+"), 10, 64)
+		if err != nil {
+			return decimal{}, false
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mantissa, ".")
+	digits := intPart + frac
+	exp -= int64(len(frac))
+	digits = strings.TrimLeft(digits, "0")
+	trimmed := strings.TrimRight(digits, "0")
+	exp += int64(len(digits) - len(trimmed))
+	if trimmed == "" {
+		return decimal{}, true
+	}
+	d.digits, d.exp = trimmed, exp
+	return d, true
+}
