@@ -1,7 +1,8 @@
 package audit
 
 // Invariant names one check Verify makes. ID is stable ("I1".."I9" for the
-// invariants, "S1".."S4" for the structural checks); Name is a stable slug.
+// invariants, "S1".."S4" for the structural checks, "H1".."H3" and "D1",
+// "D2" for tamper evidence: see check_chain.go); Name is a stable slug.
 type Invariant struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
@@ -70,4 +71,5 @@ var Invariants = []Invariant{
 	I4UnknownNeverInferred, I5EpochFencing, I6ProviderKeyDerived, I7RefusalRecorded,
 	I8UnknownResolved, I9NewAttemptDecided,
 	S1VersionsContiguous, S2Decodable, S3RequestedFirst, S4ReferencesResolve,
+	H1ChainIntact, H2EventsHashed, H3HeadsMatch, D1MatchesDigest, D2DigestsConsistent,
 }

@@ -8,14 +8,41 @@ import (
 
 	"opledger/domain"
 	"opledger/eventstore"
+	"opledger/eventstore/chain"
 )
 
 // decodedEvent is a stored event's decoding: its metadata and event, or why
-// it could not be decoded.
+// it could not be decoded; and its chain hash recomputed from what the
+// store returned, or why it could not be.
 type decodedEvent struct {
 	meta  domain.Metadata
 	event domain.Event
 	err   error
+
+	link    chain.Recomputed
+	linkErr error
+}
+
+// recompute is chain.Recompute of a recorded event.
+func recompute(rec *eventstore.RecordedEvent) (chain.Recomputed, error) {
+	return chain.Recompute(rec.StreamID, rec.ID, rec.Type, rec.Version, rec.Data, rec.Metadata, rec.PrevHash, rec.Hash)
+}
+
+// prepare is what readAhead does to each event off the checking goroutine:
+// decode it and recompute its hash (verify), or only the latter (digests,
+// proofs).
+type prepare func(rec *eventstore.RecordedEvent) decodedEvent
+
+func decodeAndLink(rec *eventstore.RecordedEvent) decodedEvent {
+	d := decode(rec)
+	d.link, d.linkErr = recompute(rec)
+	return d
+}
+
+func linkOnly(rec *eventstore.RecordedEvent) decodedEvent {
+	var d decodedEvent
+	d.link, d.linkErr = recompute(rec)
+	return d
 }
 
 // decode is ledger.DecodeRecorded's composition (the metadata, then the
@@ -44,15 +71,16 @@ type logPage struct {
 // maxDecoders bounds the goroutines decoding one page.
 const maxDecoders = 8
 
-// readAhead reads the global log after `after`, page by page, and decodes
-// each page on up to GOMAXPROCS goroutines (decoding is most of Verify's
-// work; the checks must run in log order, the decoding need not), handing
+// readAhead reads the global log after `after`, page by page, and prepares
+// (decodes, rehashes) each page on up to GOMAXPROCS goroutines (that is
+// most of Verify's work; the checks must run in log order, the decoding
+// need not), handing
 // pages over in order. At most three pages are in memory: one being
 // checked, one waiting, one being read. It stops after the page that
 // passes `to`, after a short page (the end of the log), after maxEvents
 // events (then sending ErrLimitExceeded), or on a failed read (sending its
 // error). stop cancels the reading and waits for it to end.
-func readAhead(ctx context.Context, store eventstore.Store, after, to eventstore.Position, pageSize int, maxEvents int64) (pages <-chan logPage, stop func()) {
+func readAhead(ctx context.Context, store eventstore.Store, after, to eventstore.Position, pageSize int, maxEvents int64, prep prepare) (pages <-chan logPage, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan logPage, 1)
 	var wg sync.WaitGroup
@@ -79,7 +107,7 @@ func readAhead(ctx context.Context, store eventstore.Store, after, to eventstore
 				send(logPage{err: fmt.Errorf("verify: read the log after %s: %w", orStart(positionText(after)), err)})
 				return
 			}
-			if !send(logPage{events: batch, decoded: decodeAll(batch, workers)}) {
+			if !send(logPage{events: batch, decoded: decodeAll(batch, workers, prep)}) {
 				return
 			}
 			if len(batch) < pageSize || to != nil && batch[len(batch)-1].Position.Compare(to) >= 0 {
@@ -91,9 +119,9 @@ func readAhead(ctx context.Context, store eventstore.Store, after, to eventstore
 	return out, func() { cancel(); wg.Wait() }
 }
 
-// decodeAll decodes a page on up to workers goroutines, each a contiguous
+// decodeAll prepares a page on up to workers goroutines, each a contiguous
 // share.
-func decodeAll(batch []eventstore.RecordedEvent, workers int) []decodedEvent {
+func decodeAll(batch []eventstore.RecordedEvent, workers int, prep prepare) []decodedEvent {
 	out := make([]decodedEvent, len(batch))
 	const minShare = 64 // below it a goroutine costs more than it saves
 	workers = max(1, min(workers, len(batch)/minShare))
@@ -105,7 +133,7 @@ func decodeAll(batch []eventstore.RecordedEvent, workers int) []decodedEvent {
 		go func() {
 			defer wg.Done()
 			for i := from; i < to; i++ {
-				out[i] = decode(&batch[i])
+				out[i] = prep(&batch[i])
 			}
 		}()
 	}

@@ -9,7 +9,7 @@ import (
 
 // Violation is one finding: an event that breaks an invariant.
 type Violation struct {
-	Invariant string             `json:"invariant"` // "I1".."I9", "S1".."S4"
+	Invariant string             `json:"invariant"` // "I1".."I9", "S1".."S4", "H1".."H3", "D1", "D2"
 	Name      string             `json:"name"`
 	Operation domain.OperationID `json:"operation_id,omitempty"`
 	Stream    string             `json:"stream"`
@@ -94,6 +94,12 @@ type Report struct {
 	Violations     []Violation      `json:"violations"`
 	ViolationCount int64            `json:"violation_count"`
 	ByInvariant    map[string]int64 `json:"by_invariant"`
+
+	// Chain is what the hash-chain checks saw; Digests what the log's
+	// comparison with each digest given found (in the order digest,
+	// previous).
+	Chain   ChainSummary  `json:"chain"`
+	Digests []DigestCheck `json:"digests,omitempty"`
 }
 
 // OK reports whether the range was verified completely and broke no

@@ -43,6 +43,7 @@ func (r Report) WriteText(w io.Writer) error {
 	e := r.Executions
 	fmt.Fprintf(&b, "executions: executing %d, completed %d, not applied %d, unknown %d, escalated %d\n",
 		e.Executing, e.Completed, e.NotApplied, e.Unknown, e.Escalated)
+	r.writeTamperText(&b)
 	if r.ViolationCount > 0 {
 		b.WriteString("by invariant:")
 		for _, inv := range Invariants {

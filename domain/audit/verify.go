@@ -43,6 +43,17 @@ type VerifyOptions struct {
 	// MaxListedUnknowns bounds the open Unknowns listed (default 1,000); all
 	// are counted.
 	MaxListedUnknowns int
+
+	// Digest, when set, is a signed digest the log must match: its first
+	// Digest.TreeSize events unchanged, none removed, inserted or reordered
+	// (D1); From and To must then be unset. Previous, when set with it, is
+	// an earlier digest the later one must extend (D2). DigestKey checks
+	// their signatures and is required with them.
+	Digest, Previous *Digest
+	DigestKey        *DigestVerifier
+	// AllowUnhashed reports events stored before hashing began (see H2) as
+	// information instead of violations.
+	AllowUnhashed bool
 }
 
 // Defaults of VerifyOptions.
@@ -76,15 +87,19 @@ func (o *VerifyOptions) validate() error {
 	case o.From != nil && o.To != nil && o.From.Compare(o.To) > 0:
 		return fmt.Errorf("audit: verify options: From %s is after To %s", o.From, o.To)
 	}
-	return nil
+	return o.validateDigests()
 }
 
 // Verify reads the global log once, in pages of opts.PageSize, from
 // opts.From to opts.To, and checks every invariant (see Invariants) on every
 // event, reporting each violation with its invariant, operation, global
-// position and stream version. It holds one compact record per operation
-// and strings only for open executions (see the package documentation for
-// the bound). It reads the store and nothing else, and writes nothing.
+// position and stream version. Every event's hash is recomputed from what
+// the store returns and checked against its stored hash and its stream's
+// chain (H1, H2), the store's stream heads against the log (H3), and, given
+// digests, the log against them (D1, D2; see Report.Digests for where the
+// log departs). It holds one compact record per operation and strings only
+// for open executions (see the package documentation for the bound). It
+// reads the store and nothing else, and writes nothing.
 //
 // An error means the range could not be checked to its end (the store
 // failed, ctx ended, a bound was exceeded); the Report returned with it is
@@ -95,8 +110,18 @@ func Verify(ctx context.Context, store eventstore.Store, opts VerifyOptions) (Re
 		return Report{}, err
 	}
 	v := newVerifier(store, opts)
-	pages, stop := readAhead(ctx, store, opts.From, opts.To, opts.PageSize, opts.MaxEvents)
+	tamper, err := newTamperChecks(v, opts)
+	if err != nil {
+		return Report{}, err
+	}
+	pages, stop := readAhead(ctx, store, opts.From, opts.To, opts.PageSize, opts.MaxEvents, decodeAndLink)
 	defer stop()
+	finish := func() (Report, error) {
+		if err := tamper.finish(ctx); err != nil {
+			return v.partial(), err
+		}
+		return v.finish(), nil
+	}
 	for p := range pages {
 		if p.err != nil {
 			return v.partial(), p.err
@@ -104,9 +129,12 @@ func Verify(ctx context.Context, store eventstore.Store, opts VerifyOptions) (Re
 		for i := range p.events {
 			rec := &p.events[i]
 			if opts.To != nil && rec.Position.Compare(opts.To) > 0 {
-				return v.finish(), nil
+				return finish()
 			}
 			if err := v.check(ctx, rec, p.decoded[i]); err != nil {
+				return v.partial(), err
+			}
+			if err := tamper.check(ctx, rec, p.decoded[i]); err != nil {
 				return v.partial(), err
 			}
 		}
@@ -114,7 +142,7 @@ func Verify(ctx context.Context, store eventstore.Store, opts VerifyOptions) (Re
 	if err := ctx.Err(); err != nil { // the reading stopped because ctx ended
 		return v.partial(), fmt.Errorf("verify: %w", err)
 	}
-	return v.finish(), nil
+	return finish()
 }
 
 func positionText(p eventstore.Position) string {

@@ -238,9 +238,12 @@ func TestVerifyCatchesAGap(t *testing.T) {
 		lossy := hidingStore{Store: store, hide: func(e eventstore.RecordedEvent) bool { return e.Type == domain.TypeLeaseRenewed }}
 		waitVisible(t, store, h.next)
 		rep := verify(t, lossy, h.next-1, audit.VerifyOptions{})
-		require.Equal(t, []string{"S1"}, invariantIDs(rep))
+		require.Equal(t, []string{"H1", "S1"}, invariantIDs(rep), "the gap, and the chain link it breaks")
+		require.Equal(t, "S1", rep.Violations[0].Invariant)
 		require.Equal(t, int64(5), rep.Violations[0].Version)
 		require.Contains(t, rep.Violations[0].Message, "versions 4..4 are missing")
+		require.Equal(t, "H1", rep.Violations[1].Invariant)
+		require.Equal(t, int64(5), rep.Violations[1].Version)
 	})
 }
 

@@ -37,6 +37,9 @@
 //   - Live subscribers never fall behind (no fell-behind message) and are
 //     never dropped for being slow.
 //
+// Server.Tamper rewrites the stored log in place, as someone with access to
+// the server's files could, for the audit's tamper-evidence tests.
+//
 // A Server sits behind a Gate, a TCP front that tests switch between
 // serving, refusing connections and accepting connections that are never
 // answered, to prove how the backend behaves when the server goes away. A
