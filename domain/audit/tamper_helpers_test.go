@@ -124,7 +124,7 @@ func openKurrentInsider(t *testing.T) *insider {
 // The KurrentDB store's metadata envelope, as its package doc gives it.
 func unwrapKurrent(t *testing.T, stored []byte) (meta, prev, hash []byte) {
 	var env struct {
-		Metadata json.RawMessage `json:"metadata"`
+		Metadata json.RawMessage             `json:"metadata"`
 		Chain    struct{ Hash, Prev string } `json:"opledger_chain"`
 	}
 	require.NoError(t, json.Unmarshal(stored, &env))

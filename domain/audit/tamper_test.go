@@ -41,7 +41,9 @@ var (
 )
 
 func atVersion(stream string, version int64) func(*testing.T, *insider, []eventstore.RecordedEvent) int {
-	return func(t *testing.T, _ *insider, log []eventstore.RecordedEvent) int { return indexOf(t, log, stream, version) }
+	return func(t *testing.T, _ *insider, log []eventstore.RecordedEvent) int {
+		return indexOf(t, log, stream, version)
+	}
 }
 
 func lastOf(stream string) func(*testing.T, *insider, []eventstore.RecordedEvent) int {
