@@ -195,7 +195,10 @@ func (b benchEnv) verify() (time.Duration, audit.Report, uint64, uint64) {
 		}
 	}()
 	start := time.Now()
-	rep, err := audit.Verify(b.ctx, store, audit.VerifyOptions{PageSize: b.page})
+	// The seeded rows are multiplied by SQL, which cannot hash them: they
+	// read as stored before hashing began. Verify recomputes their hashes
+	// all the same (the chain check's cost is measured) and reports them.
+	rep, err := audit.Verify(b.ctx, store, audit.VerifyOptions{PageSize: b.page, AllowUnhashed: true})
 	d := time.Since(start)
 	close(stop)
 	wg.Wait()
