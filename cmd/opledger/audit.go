@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,18 +13,24 @@ import (
 )
 
 func init() {
-	register("audit", "replay an operation, verify every invariant, diff against a provider export", runAudit)
+	register("audit", "replay, verify (invariants, hash chain, digests), digest, prove, diff against a provider export", runAudit)
 }
 
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stderr, `usage:
   opledger audit replay <operation-id> [--json]
-  opledger audit verify [--json] [--from P] [--to P]
+  opledger audit verify [--json] [--from P] [--to P] [--allow-unhashed]
+                        [--digest FILE [--previous FILE] --public-key FILE]
+  opledger audit digest --digest-key FILE [--to P] [--out FILE]
+  opledger audit digest-key new --out FILE
+  opledger audit prove <operation-id> --digest FILE [--out FILE]
+  opledger audit check-proof PROOF --digest FILE --public-key FILE [--json]
   opledger audit provider-diff --provider-ledger FILE [--json]
 
-Each reads the event store itself (never the read models): DATABASE_URL / --database-url.
-verify and provider-diff exit 0 when all holds, 1 with a report when not.`)
+Each reads the event store itself (never the read models): DATABASE_URL / --database-url;
+check-proof reads nothing but its files. verify, check-proof and provider-diff exit 0 when
+all holds, 1 with a report when not. See docs/audit.md.`)
 		if len(args) == 0 {
 			return 2
 		}
@@ -36,8 +43,16 @@ verify and provider-diff exit 0 when all holds, 1 with a report when not.`)
 		return auditVerify(ctx, args[1:], stdout, stderr)
 	case "provider-diff":
 		return auditProviderDiff(ctx, args[1:], stdout, stderr)
+	case "digest":
+		return auditDigest(ctx, args[1:], stdout, stderr)
+	case "digest-key":
+		return auditDigestKey(ctx, args[1:], stdout, stderr)
+	case "prove":
+		return auditProve(ctx, args[1:], stdout, stderr)
+	case "check-proof":
+		return auditCheckProof(ctx, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "opledger audit: unknown subcommand %q (replay, verify, provider-diff)\n", args[0])
+	fmt.Fprintf(stderr, "opledger audit: unknown subcommand %q (replay, verify, digest, digest-key, prove, check-proof, provider-diff)\n", args[0])
 	return 2
 }
 
@@ -81,20 +96,42 @@ func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("audit verify", "[--json] [--from P] [--to P]", stderr)
+	fs := flags("audit verify", "[--json] [--from P] [--to P] [--allow-unhashed] [--digest FILE [--previous FILE] --public-key FILE]", stderr)
 	db := dbFlags(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	from := fs.String("from", "", "check events strictly after this global position (as printed in reports)")
 	to := fs.String("to", "", "check events up to and including this global position")
+	digestFile := fs.String("digest", "", "a signed digest the log must match: its events unchanged, none removed, inserted or reordered")
+	previousFile := fs.String("previous", "", "an earlier digest the --digest one must extend (a consistency proof)")
+	pub := fs.String(digestPublicFlag, env(digestPublicEnv, ""), "the digest key's public key, to check the digests' signatures ["+digestPublicEnv+"]")
+	allowUnhashed := fs.Bool("allow-unhashed", false, "report events stored before hashing began as information, not violations")
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	var opts audit.VerifyOptions
+	opts.AllowUnhashed = *allowUnhashed
+	if *previousFile != "" && *digestFile == "" {
+		return fail(stderr, "audit verify", errors.New("--previous needs --digest (the later digest that must extend it)"))
+	}
+	if *digestFile != "" {
+		var err error
+		if opts.DigestKey, err = loadDigestVerifier(*pub); err != nil {
+			return fail(stderr, "audit verify", err)
+		}
+		if opts.Digest, err = readDigest(*digestFile, "--digest"); err != nil {
+			return fail(stderr, "audit verify", err)
+		}
+		if *previousFile != "" {
+			if opts.Previous, err = readDigest(*previousFile, "--previous"); err != nil {
+				return fail(stderr, "audit verify", err)
+			}
+		}
 	}
 	store, closeStore, err := openEventStore(ctx, db)
 	if err != nil {
 		return fail(stderr, "audit verify", err)
 	}
 	defer closeStore()
-	var opts audit.VerifyOptions
 	if opts.From, err = parsePosition(store, "--from", *from); err != nil {
 		return fail(stderr, "audit verify", err)
 	}

@@ -44,6 +44,7 @@ type serveSettings struct {
 	roleBackoff       time.Duration
 	roleMaxFailures   int
 	brokers           []string
+	digests           *digestFlags // serve_digest.go
 }
 
 // serveFlags is serve's settings as given, before validation.
@@ -87,10 +88,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	db := dbFlags(fs)
 	tf := addTransportFlags(fs)
 	f := addServeFlags(fs)
+	digests := addDigestFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
 	s, err := serveConfig(f, tf)
+	s.digests, err = digests, errors.Join(err, digests.validate())
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
@@ -247,6 +250,11 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	roles, relays, err := backgroundRoles(db, tf, s, pool, store, lg, projector, metrics, log)
 	if err != nil {
 		return err
+	}
+	if digests, err := s.digests.role(store, log); err != nil {
+		return err
+	} else if digests.run != nil {
+		roles = append(roles, digests)
 	}
 	sup := newSupervisor(superviseConfig{MinBackoff: s.roleBackoff, MaxFailures: s.roleMaxFailures, Logger: log}, serveRoles)
 	status, err := serveStatus(sup, pool, relays, tf, s)

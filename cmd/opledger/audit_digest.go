@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"opledger/domain"
+	"opledger/domain/audit"
+)
+
+// auditDigestKey is "audit digest-key new --out FILE".
+func auditDigestKey(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "new" {
+		fmt.Fprintln(stderr, "usage: opledger audit digest-key new --out FILE")
+		return 2
+	}
+	fs := flags("audit digest-key new", "--out FILE", stderr)
+	out := fs.String("out", "", "where to write the private key (base64 Ed25519 seed, mode 0600); the public key goes to FILE.pub")
+	if code, ok := parse(fs, args[1:]); !ok {
+		return code
+	}
+	if *out == "" {
+		return fail(stderr, "audit digest-key new", errors.New("--out FILE is required"))
+	}
+	id, err := newDigestKey(*out)
+	if err != nil {
+		return fail(stderr, "audit digest-key new", err)
+	}
+	fmt.Fprintf(stdout, "digest key %s: private key in %s (keep it where serve or the auditor's tool can read it, nowhere else), public key in %s%s (hand it to auditors)\n",
+		id, *out, *out, digestPublicSuffix)
+	return 0
+}
+
+// auditDigest is "audit digest": one signed digest of the log as it is.
+func auditDigest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flags("audit digest", "--digest-key FILE [--to P] [--out FILE]", stderr)
+	db := dbFlags(fs)
+	key := fs.String(digestKeyFlag, env(digestKeyEnv, ""), "file holding the base64 Ed25519 seed that signs digests (not the capability key) ["+digestKeyEnv+"]")
+	to := fs.String("to", "", "cover the log up to and including this global position (default: its end now)")
+	out := fs.String("out", "", "write the digest to FILE instead of stdout")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	signer, err := loadDigestSigner(*key)
+	if err != nil {
+		return fail(stderr, "audit digest", err)
+	}
+	store, closeStore, err := openEventStore(ctx, db)
+	if err != nil {
+		return fail(stderr, "audit digest", err)
+	}
+	defer closeStore()
+	toPos, err := parsePosition(store, "--to", *to)
+	if err != nil {
+		return fail(stderr, "audit digest", err)
+	}
+	d, err := audit.MakeDigest(ctx, store, toPos, signer, time.Now())
+	if err != nil {
+		return fail(stderr, "audit digest", err)
+	}
+	if err := writeDigestTo(d, *out, stdout); err != nil {
+		return fail(stderr, "audit digest", err)
+	}
+	if *out != "" {
+		fmt.Fprintf(stdout, "digest of %d events up to %s, root %s, key %s: %s\n", d.TreeSize, orDash(d.Position), d.Root, d.KeyID, *out)
+	}
+	return 0
+}
+
+// writeDigestTo writes d to path (atomically: a temporary file renamed) or,
+// when path is empty, to stdout.
+func writeDigestTo(d *audit.Digest, path string, stdout io.Writer) error {
+	if path == "" {
+		return d.WriteJSON(stdout)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".digest-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	if err := d.WriteJSON(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// auditProve is "audit prove <operation-id> --digest FILE".
+func auditProve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flags("audit prove", "<operation-id> --digest FILE [--out FILE]", stderr)
+	db := dbFlags(fs)
+	digestFile := fs.String("digest", "", "the digest to prove against")
+	out := fs.String("out", "", "write the proof to FILE instead of stdout")
+	var opArg string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		opArg, args = args[0], args[1:]
+	}
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if opArg == "" && fs.NArg() > 0 {
+		opArg = fs.Arg(0)
+	}
+	op, err := domain.ParseOperationID(opArg)
+	if err != nil {
+		return fail(stderr, "audit prove", err)
+	}
+	d, err := readDigest(*digestFile, "--digest")
+	if err != nil {
+		return fail(stderr, "audit prove", err)
+	}
+	store, closeStore, err := openEventStore(ctx, db)
+	if err != nil {
+		return fail(stderr, "audit prove", err)
+	}
+	defer closeStore()
+	p, err := audit.Prove(ctx, store, op, d)
+	if err != nil {
+		return fail(stderr, "audit prove", err)
+	}
+	w := stdout
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return fail(stderr, "audit prove", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	if err := p.WriteJSON(w); err != nil {
+		return fail(stderr, "audit prove", err)
+	}
+	return 0
+}
+
+// auditCheckProof is "audit check-proof FILE --digest FILE --public-key
+// FILE": offline, it opens no database.
+func auditCheckProof(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flags("audit check-proof", "PROOF --digest FILE --public-key FILE [--json]", stderr)
+	digestFile := fs.String("digest", "", "the digest the proof is against")
+	pub := fs.String(digestPublicFlag, env(digestPublicEnv, ""), "the digest key's public key (the .pub file) ["+digestPublicEnv+"]")
+	asJSON := fs.Bool("json", false, "print the verdict as JSON")
+	var proofArg string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		proofArg, args = args[0], args[1:]
+	}
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if proofArg == "" && fs.NArg() > 0 {
+		proofArg = fs.Arg(0)
+	}
+	if proofArg == "" {
+		return fail(stderr, "audit check-proof", errors.New("the proof file is required: opledger audit check-proof PROOF --digest FILE --public-key FILE"))
+	}
+	v, err := loadDigestVerifier(*pub)
+	if err != nil {
+		return fail(stderr, "audit check-proof", err)
+	}
+	d, err := readDigest(*digestFile, "--digest")
+	if err != nil {
+		return fail(stderr, "audit check-proof", err)
+	}
+	f, err := os.Open(proofArg)
+	if err != nil {
+		return fail(stderr, "audit check-proof", err)
+	}
+	defer f.Close()
+	p, err := audit.ParseProof(f)
+	if err != nil {
+		return fail(stderr, "audit check-proof", fmt.Errorf("%s: %w", proofArg, err))
+	}
+	res, err := audit.CheckProof(p, d, v)
+	if err != nil {
+		return fail(stderr, "audit check-proof", err)
+	}
+	if *asJSON {
+		err = res.WriteJSON(stdout)
+	} else {
+		err = res.WriteText(stdout)
+	}
+	if err != nil {
+		return fail(stderr, "audit check-proof", err)
+	}
+	if !res.OK {
+		return 1
+	}
+	return 0
+}

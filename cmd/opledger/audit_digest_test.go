@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"opledger/adapters/harness"
+	"opledger/domain/audit"
+	"opledger/eventstore"
+	"opledger/eventstore/memory"
+	"opledger/eventstore/postgres/pgtest"
+)
+
+// playStory writes the seed story into store.
+func playStory(t *testing.T, store eventstore.Store) {
+	t.Helper()
+	w, err := harness.New(harness.Options{Store: store, ClientAttempts: 1})
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	sum, err := harness.RunStory(t.Context(), w, io.Discard, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, sum.RefundsCreated)
+}
+
+// cli runs opledger with args and returns its exit code and output.
+func cli(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	code := run(t.Context(), args, &out, &errs)
+	return code, out.String() + errs.String()
+}
+
+// TestAuditDigestCommands: an auditor makes a key and a digest, verifies
+// the log against it, proves OP-4471's history and checks the proof
+// offline; a DBA then changes the refund's amount, and verify catches it
+// with the digest and without, while the proof still checks and an edited
+// proof does not.
+func TestAuditDigestCommands(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.Schema(t)
+	store := pgtest.OpenMigrated(t, url, schema)
+	playStory(t, store)
+	db := []string{"--database-url", url, "--store-schema", schema}
+	dir := t.TempDir()
+	key, digest, proof := filepath.Join(dir, "digest.key"), filepath.Join(dir, "d1.json"), filepath.Join(dir, "op-4471.proof.json")
+
+	code, out := cli(t, "audit", "digest-key", "new", "--out", key)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "digest key digest-")
+	st, err := os.Stat(key)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "the private key is the owner's only")
+	code, out = cli(t, "audit", "digest-key", "new", "--out", key)
+	require.Equal(t, 1, code, "a key is never overwritten")
+	require.Contains(t, out, "exists")
+
+	code, out = cli(t, append([]string{"audit", "digest", "--digest-key", key, "--out", digest}, db...)...)
+	require.Equal(t, 0, code, out)
+	code, out = cli(t, append([]string{"audit", "verify", "--digest", digest, "--public-key", key + ".pub"}, db...)...)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "digest (")
+	require.Contains(t, out, "MATCHES")
+	code, out = cli(t, append([]string{"audit", "verify", "--digest", digest}, db...)...)
+	require.Equal(t, 1, code, "a digest is not taken on trust")
+	require.Contains(t, out, "--public-key")
+
+	code, out = cli(t, append([]string{"audit", "prove", "OP-4471", "--digest", digest, "--out", proof}, db...)...)
+	require.Equal(t, 0, code, out)
+	code, out = cli(t, "audit", "check-proof", proof, "--digest", digest, "--public-key", key+".pub", "--database-url", "postgres://nobody@127.0.0.1:1/none")
+	require.Equal(t, 2, code, "check-proof takes no database flags: it reads nothing but its files")
+	code, out = cli(t, "audit", "check-proof", proof, "--digest", digest, "--public-key", key+".pub")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "audit check-proof: OK")
+
+	// A DBA changes the 120.00 refund to 200.00.
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), `UPDATE `+pgx.Identifier{schema, "events"}.Sanitize()+
+		` SET data = jsonb_set(data, '{amount_minor}', '20000') WHERE event_type = 'OperationRequested'`)
+	require.NoError(t, err)
+
+	code, out = cli(t, append([]string{"audit", "verify"}, db...)...)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "H1 hash-chain-intact")
+	code, out = cli(t, append([]string{"audit", "verify", "--digest", digest, "--public-key", key + ".pub"}, db...)...)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "D1 log-matches-digest")
+	require.Contains(t, out, "event 0 (position")
+	code, out = cli(t, append([]string{"audit", "prove", "OP-4471", "--digest", digest}, db...)...)
+	require.Equal(t, 1, code, "no proof from a departed log")
+	require.Contains(t, out, "departs from the digest")
+
+	code, out = cli(t, "audit", "check-proof", proof, "--digest", digest, "--public-key", key+".pub")
+	require.Equal(t, 0, code, "the proof handed out before still checks: %s", out)
+	raw, err := os.ReadFile(proof)
+	require.NoError(t, err)
+	edited := filepath.Join(dir, "edited.json")
+	require.NoError(t, os.WriteFile(edited, bytes.Replace(raw, []byte(`"amount_minor": 12000`), []byte(`"amount_minor": 20000`), 1), 0o644))
+	code, out = cli(t, "audit", "check-proof", edited, "--digest", digest, "--public-key", key+".pub")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "FAILED")
+}
+
+// TestServeDigestRole: serve's digest role writes a signed digest at its
+// first tick, a new one when the log grew, none when it did not.
+func TestServeDigestRole(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	playStory(t, store)
+	dir := t.TempDir()
+	key := filepath.Join(dir, "k")
+	_, err := newDigestKey(key)
+	require.NoError(t, err)
+	out := filepath.Join(dir, "digests")
+	require.NoError(t, os.Mkdir(out, 0o755))
+	clock := time.Date(2026, 11, 27, 16, 0, 0, 0, time.UTC)
+	f := &digestFlags{every: "1h", dir: out, keyFile: key, now: func() time.Time { return clock }}
+	require.NoError(t, f.validate())
+	signer, err := loadDigestSigner(key)
+	require.NoError(t, err)
+	d := &scheduledDigests{digester: audit.NewDigester(store), signer: signer, dir: out, now: f.now, log: slog.New(slog.DiscardHandler)}
+
+	d.once(t.Context())
+	files, err := filepath.Glob(filepath.Join(out, "digest-*.json"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	latest, err := readDigest(filepath.Join(out, "latest.json"), "latest")
+	require.NoError(t, err)
+	require.NoError(t, latest.CheckSignature(signer.DigestVerifier))
+	first := latest.TreeSize
+	require.Positive(t, first)
+
+	d.once(t.Context())
+	files, _ = filepath.Glob(filepath.Join(out, "digest-*.json"))
+	require.Len(t, files, 1, "the log did not grow: no new digest")
+
+	_, err = store.Append(t.Context(), "evidence-unattributed-test", eventstore.NoStream(), []eventstore.EventData{{ID: "0193a5c2-7b1e-7000-8000-00000000abcd", Type: "Noted", Data: []byte(`{}`)}})
+	require.NoError(t, err)
+	clock = clock.Add(time.Hour)
+	d.once(t.Context())
+	files, _ = filepath.Glob(filepath.Join(out, "digest-*.json"))
+	require.Len(t, files, 2)
+	latest, err = readDigest(filepath.Join(out, "latest.json"), "latest")
+	require.NoError(t, err)
+	require.Equal(t, first+1, latest.TreeSize)
+	require.True(t, strings.HasSuffix(files[1], "-20261127T170000Z.json"), files)
+
+	rep, err := audit.Verify(t.Context(), store, audit.VerifyOptions{Digest: latest, DigestKey: signer.DigestVerifier})
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%+v", rep.Violations)
+}
+
+func TestServeDigestFlagsAreChecked(t *testing.T) {
+	t.Parallel()
+	err := (&digestFlags{every: "soon"}).validate()
+	require.ErrorContains(t, err, "--digest-every")
+	require.ErrorContains(t, err, "--digest-dir")
+	require.ErrorContains(t, err, digestKeyEnv)
+	require.NoError(t, (&digestFlags{}).validate(), "off by default")
+}
