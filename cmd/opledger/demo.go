@@ -89,10 +89,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_ = report.WriteText(&b)
 		result.Invariants = b.String()
 	}
+	if result.ForgeryCaught, err = demoForgery(ctx, env, stdout); err != nil {
+		return fail(stderr, "demo", err)
+	}
 	fmt.Fprintln(stdout)
 	line, _ := json.Marshal(result)
 	fmt.Fprintln(stdout, string(line))
-	if sum.RefundsCreated != 1 || !report.OK() {
+	if sum.RefundsCreated != 1 || !report.OK() || !result.ForgeryCaught {
 		return 1
 	}
 	return 0
@@ -106,6 +109,9 @@ type demoResult struct {
 	harness.Summary
 	Invariants string `json:"invariants"`
 	Store      string `json:"store"`
+	// ForgeryCaught: the closing demonstration's forgery was caught by
+	// verify with the digest and without.
+	ForgeryCaught bool `json:"forgery_caught"`
 }
 
 // demoEnv is where the demo runs: PostgreSQL with serve's roles (projector,
@@ -115,6 +121,10 @@ type demoEnv struct {
 	store   eventstore.Store
 	stack   *harness.Stack
 	closers []func()
+	// pool and storeSchema are the PostgreSQL store's, for the closing
+	// forgery (nil in memory).
+	pool        *pgxpool.Pool
+	storeSchema string
 }
 
 // index is where the sweeper and reconciler find candidates: the read
@@ -206,7 +216,7 @@ func postgresDemoEnv(ctx context.Context, pool *pgxpool.Pool, where string, keep
 	if err != nil {
 		return nil, err
 	}
-	env := &demoEnv{kind: "postgres", store: store, closers: []func(){pool.Close}}
+	env := &demoEnv{kind: "postgres", store: store, closers: []func(){pool.Close}, pool: pool, storeSchema: es}
 	if !keep {
 		env.closers = append(env.closers, func() {
 			_, _ = pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE; DROP SCHEMA IF EXISTS %s CASCADE; DROP SCHEMA IF EXISTS %s CASCADE", es, rm, tr))

@@ -40,6 +40,7 @@ func TestDemo(t *testing.T) {
 				DuplicatesRecorded int    `json:"duplicates_recorded"`
 				UnknownReconciled  int    `json:"unknown_reconciled"`
 				Invariants         string `json:"invariants"`
+				ForgeryCaught      bool   `json:"forgery_caught"`
 			}
 			require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &result))
 			require.Equal(t, 1, result.RefundsCreated)
@@ -48,6 +49,8 @@ func TestDemo(t *testing.T) {
 			require.Equal(t, 1, result.DuplicatesRecorded)
 			require.Equal(t, 1, result.UnknownReconciled)
 			require.Equal(t, "ok", result.Invariants)
+			require.True(t, result.ForgeryCaught, "the closing demonstration's forgery is caught")
+			require.Contains(t, out.String(), "DEMONSTRATION: an insider forges history")
 			if name == "kafka" {
 				require.Contains(t, out.String(), "the relay into Kafka at "+brokers)
 				require.Contains(t, out.String(), "the queue redelivers MSG-")

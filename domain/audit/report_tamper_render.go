@@ -25,8 +25,8 @@ func (r Report) writeTamperText(b *bytes.Buffer) {
 				verdict += ": " + d.Departure.Message
 			}
 		}
-		fmt.Fprintf(b, "%s digest (%d events up to %s, %s, key %s, signature verified): %s\n",
-			d.Role, d.TreeSize, orNone(d.Position), d.Time, d.KeyID, verdict)
+		fmt.Fprintf(b, "%s (%d events up to %s, %s, key %s, signature verified): %s\n",
+			roleLabel(d.Role), d.TreeSize, orNone(d.Position), d.Time, d.KeyID, verdict)
 		if d.Extends != nil {
 			if *d.Extends {
 				fmt.Fprintf(b, "  the later digest extends it: consistency proof of %d hashes verified\n", len(d.ConsistencyProof))
@@ -35,4 +35,12 @@ func (r Report) writeTamperText(b *bytes.Buffer) {
 			}
 		}
 	}
+}
+
+// roleLabel names a digest by its role for people.
+func roleLabel(role string) string {
+	if role == "previous" {
+		return "previous digest"
+	}
+	return "digest"
 }

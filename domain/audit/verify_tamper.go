@@ -96,7 +96,7 @@ func (t *tamperChecks) finish(ctx context.Context) error {
 	for i, dc := range t.digests {
 		results[i] = dc.finish()
 		if dep := results[i].Departure; dep != nil {
-			t.v.emitDigest(D1MatchesDigest, dep, "the log departs from the %s digest of %d events (%s, key %s): %s", dc.role, dc.d.TreeSize, dc.d.Time, dc.d.KeyID, dep.Message)
+			t.v.emitDigest(D1MatchesDigest, dep, "the log departs from the %s of %d events (%s, key %s): %s", roleLabel(dc.role), dc.d.TreeSize, dc.d.Time, dc.d.KeyID, dep.Message)
 		}
 	}
 	if t.consistency != nil {
