@@ -1,12 +1,14 @@
 package chain
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -47,7 +49,10 @@ func CanonicalizeRFC8785(in []byte) ([]byte, error) {
 }
 
 func appendCanonical(dst, in []byte, exact bool) ([]byte, error) {
-	p := parser{in: in, exact: exact}
+	p := parserPool.Get().(*parser)
+	defer parserPool.Put(p)
+	p.in, p.pos, p.exact = in, 0, exact
+	defer func() { p.in = nil }()
 	p.skipSpace()
 	out, err := p.value(dst, 0)
 	if err != nil {
@@ -60,11 +65,42 @@ func appendCanonical(dst, in []byte, exact bool) ([]byte, error) {
 	return out, nil
 }
 
-// parser reads one JSON text and writes its canonical form.
+// parserPool recycles parsers and their scratch buffers: canonicalizing is
+// on every append's and every audit pass's path.
+var parserPool = sync.Pool{New: func() any { return &parser{} }}
+
+// parser reads one JSON text and writes its canonical form. An object's
+// member values are canonicalized into the scratch level of its depth, then
+// copied out in sorted order, so nothing is allocated per member once the
+// parser's buffers have grown.
 type parser struct {
-	in    []byte
-	pos   int
-	exact bool
+	in     []byte
+	pos    int
+	exact  bool
+	levels []*level // by object depth
+	str    []byte   // a decoded string
+}
+
+// level is one object depth's scratch: its members' names and values.
+type level struct {
+	buf     []byte // canonical member values, back to back
+	names   []byte // decoded member names that had escapes
+	members []member
+}
+
+// member is one object member: its name (in the input when raw, else in
+// the level's names) and its canonical value in the level's buf.
+type member struct {
+	raw    bool
+	ns, ne int
+	vs, ve int
+}
+
+func (p *parser) level(depth int) *level {
+	for len(p.levels) <= depth {
+		p.levels = append(p.levels, &level{})
+	}
+	return p.levels[depth]
 }
 
 func (p *parser) fail(format string, args ...any) error {
@@ -99,11 +135,17 @@ func (p *parser) value(dst []byte, depth int) ([]byte, error) {
 	case c == '[':
 		return p.array(dst, depth+1)
 	case c == '"':
-		s, err := p.string()
+		start := p.pos
+		raw, err := p.string()
 		if err != nil {
 			return nil, err
 		}
-		return appendString(dst, s), nil
+		if raw {
+			// No escapes: the input's bytes are already canonical (a raw
+			// string holds no quote, backslash or control character).
+			return append(dst, p.in[start:p.pos]...), nil
+		}
+		return appendString(dst, p.str), nil
 	case c == '-' || c >= '0' && c <= '9':
 		return p.number(dst)
 	case p.literal("true"):
@@ -117,17 +159,11 @@ func (p *parser) value(dst []byte, depth int) ([]byte, error) {
 }
 
 func (p *parser) literal(word string) bool {
-	if strings.HasPrefix(string(p.in[p.pos:min(len(p.in), p.pos+len(word))]), word) {
+	if len(p.in)-p.pos >= len(word) && string(p.in[p.pos:p.pos+len(word)]) == word {
 		p.pos += len(word)
 		return true
 	}
 	return false
-}
-
-// member is one object member: its decoded name and canonical value.
-type member struct {
-	name  string
-	value []byte
 }
 
 func (p *parser) object(dst []byte, depth int) ([]byte, error) {
@@ -135,32 +171,41 @@ func (p *parser) object(dst []byte, depth int) ([]byte, error) {
 		return nil, p.fail("nested deeper than %d levels", maxDepth)
 	}
 	p.pos++ // {
-	var members []member
 	p.skipSpace()
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
 		p.pos++
 		return append(dst, "{}"...), nil
 	}
+	lv := p.level(depth)
+	lv.buf, lv.names, lv.members = lv.buf[:0], lv.names[:0], lv.members[:0]
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
 			return nil, p.fail("expected a member name, found %s", p.describe())
 		}
-		name, err := p.string()
+		start := p.pos
+		raw, err := p.string()
 		if err != nil {
 			return nil, err
+		}
+		m := member{raw: raw, ns: start + 1, ne: p.pos - 1}
+		if !raw {
+			m.ns = len(lv.names)
+			lv.names = append(lv.names, p.str...)
+			m.ne = len(lv.names)
 		}
 		p.skipSpace()
 		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
-			return nil, p.fail("expected ':' after member name %q, found %s", name, p.describe())
+			return nil, p.fail("expected ':' after member name %q, found %s", lv.name(p, m), p.describe())
 		}
 		p.pos++
 		p.skipSpace()
-		v, err := p.value(nil, depth)
-		if err != nil {
+		m.vs = len(lv.buf)
+		if lv.buf, err = p.value(lv.buf, depth); err != nil {
 			return nil, err
 		}
-		members = append(members, member{name: name, value: v})
+		m.ve = len(lv.buf)
+		lv.members = append(lv.members, m)
 		p.skipSpace()
 		if p.pos >= len(p.in) {
 			return nil, p.fail("unterminated object")
@@ -174,20 +219,35 @@ func (p *parser) object(dst []byte, depth int) ([]byte, error) {
 		}
 		p.pos++
 	}
-	slices.SortFunc(members, func(a, b member) int { return compareUTF16(a.name, b.name) })
+	slices.SortFunc(lv.members, func(a, b member) int { return compareUTF16(lv.name(p, a), lv.name(p, b)) })
 	dst = append(dst, '{')
-	for i, m := range members {
+	for i, m := range lv.members {
+		name := lv.name(p, m)
 		if i > 0 {
-			if members[i-1].name == m.name {
-				return nil, fmt.Errorf("%w: member name %q appears twice in one object", ErrNotCanonicalizable, m.name)
+			if bytes.Equal(lv.name(p, lv.members[i-1]), name) {
+				return nil, fmt.Errorf("%w: member name %q appears twice in one object", ErrNotCanonicalizable, name)
 			}
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, m.name)
+		if m.raw {
+			dst = append(dst, '"')
+			dst = append(dst, name...)
+			dst = append(dst, '"')
+		} else {
+			dst = appendString(dst, name)
+		}
 		dst = append(dst, ':')
-		dst = append(dst, m.value...)
+		dst = append(dst, lv.buf[m.vs:m.ve]...)
 	}
 	return append(dst, '}'), nil
+}
+
+// name is a member's decoded name.
+func (lv *level) name(p *parser, m member) []byte {
+	if m.raw {
+		return p.in[m.ns:m.ne]
+	}
+	return lv.names[m.ns:m.ne]
 }
 
 func (p *parser) array(dst []byte, depth int) ([]byte, error) {
@@ -225,91 +285,90 @@ func (p *parser) array(dst []byte, depth int) ([]byte, error) {
 	}
 }
 
-// string decodes the JSON string at p.pos (its opening quote).
-func (p *parser) string() (string, error) {
+// string reads the JSON string at p.pos (its opening quote) and leaves
+// p.pos after its closing quote. raw reports a string without escapes,
+// whose content is the input between the quotes; otherwise the decoded
+// content is in p.str.
+func (p *parser) string() (raw bool, err error) {
 	p.pos++ // "
 	start := p.pos
-	// Fast path: no escapes, all printable ASCII or valid UTF-8.
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
 		if c == '"' {
-			s := p.in[start:p.pos]
-			p.pos++
-			if !utf8.Valid(s) {
+			if !utf8.Valid(p.in[start:p.pos]) {
 				p.pos = start
-				return "", p.fail("string is not valid UTF-8")
+				return false, p.fail("string is not valid UTF-8")
 			}
-			return string(s), nil
+			p.pos++
+			return true, nil
 		}
 		if c == '\\' || c < 0x20 {
 			break
 		}
 		p.pos++
 	}
-	var b strings.Builder
-	b.Write(p.in[start:p.pos])
+	p.str = append(p.str[:0], p.in[start:p.pos]...)
 	for {
 		if p.pos >= len(p.in) {
-			return "", p.fail("unterminated string")
+			return false, p.fail("unterminated string")
 		}
 		c := p.in[p.pos]
 		switch {
 		case c == '"':
 			p.pos++
-			s := b.String()
-			if !utf8.ValidString(s) {
-				return "", p.fail("string is not valid UTF-8")
+			if !utf8.Valid(p.str) {
+				return false, p.fail("string is not valid UTF-8")
 			}
-			return s, nil
+			return false, nil
 		case c < 0x20:
-			return "", p.fail("control character %#02x inside a string", c)
+			return false, p.fail("control character %#02x inside a string", c)
 		case c != '\\':
-			b.WriteByte(c)
+			p.str = append(p.str, c)
 			p.pos++
 			continue
 		}
 		p.pos++ // backslash
 		if p.pos >= len(p.in) {
-			return "", p.fail("unterminated escape")
+			return false, p.fail("unterminated escape")
 		}
 		e := p.in[p.pos]
 		p.pos++
 		switch e {
 		case '"', '\\', '/':
-			b.WriteByte(e)
+			p.str = append(p.str, e)
 		case 'b':
-			b.WriteByte('\b')
+			p.str = append(p.str, '\b')
 		case 'f':
-			b.WriteByte('\f')
+			p.str = append(p.str, '\f')
 		case 'n':
-			b.WriteByte('\n')
+			p.str = append(p.str, '\n')
 		case 'r':
-			b.WriteByte('\r')
+			p.str = append(p.str, '\r')
 		case 't':
-			b.WriteByte('\t')
+			p.str = append(p.str, '\t')
 		case 'u':
 			r, err := p.hex4()
 			if err != nil {
-				return "", err
+				return false, err
 			}
 			if utf16.IsSurrogate(r) {
-				if r >= 0xdc00 || !strings.HasPrefix(string(p.in[p.pos:min(len(p.in), p.pos+2)]), `\u`) {
-					return "", p.fail("lone UTF-16 surrogate \\u%04x", r)
+				if r >= 0xdc00 || len(p.in)-p.pos < 2 || p.in[p.pos] != '\\' || p.in[p.pos+1] != 'u' {
+					return false, p.fail("lone UTF-16 surrogate \\u%04x", r)
 				}
 				p.pos += 2
 				r2, err := p.hex4()
 				if err != nil {
-					return "", err
+					return false, err
 				}
 				if r2 < 0xdc00 || r2 > 0xdfff {
-					return "", p.fail("lone UTF-16 surrogate \\u%04x", r)
+					return false, p.fail("lone UTF-16 surrogate \\u%04x", r)
 				}
 				r = utf16.DecodeRune(r, r2)
 			}
-			b.WriteRune(r)
+			p.str = utf8.AppendRune(p.str, r)
 		default:
 			p.pos--
-			return "", p.fail("invalid escape \\%c", e)
+			return false, p.fail("invalid escape \\%c", e)
 		}
 	}
 }
@@ -318,18 +377,27 @@ func (p *parser) hex4() (rune, error) {
 	if p.pos+4 > len(p.in) {
 		return 0, p.fail("truncated \\u escape")
 	}
-	n, err := strconv.ParseUint(string(p.in[p.pos:p.pos+4]), 16, 16)
-	if err != nil {
-		return 0, p.fail("invalid \\u escape")
+	var r rune
+	for _, c := range p.in[p.pos : p.pos+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, p.fail("invalid \\u escape")
+		}
 	}
 	p.pos += 4
-	return rune(n), nil
+	return r, nil
 }
 
 // appendString writes s as ECMAScript's JSON.stringify does: quotes,
 // backslashes and the control characters below U+0020 escaped (the short
 // forms where they exist, else \u00xx in lowercase hex), all else as is.
-func appendString(dst []byte, s string) []byte {
+func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
@@ -364,10 +432,17 @@ func appendString(dst []byte, s string) []byte {
 // compareUTF16 orders strings by their UTF-16 code units, as RFC 8785
 // sorts member names. It differs from byte order only where a character
 // above U+FFFF (a surrogate pair) meets one in U+E000..U+FFFF.
-func compareUTF16(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
+func compareUTF16(a, b []byte) int {
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < utf8.RuneSelf && b[0] < utf8.RuneSelf {
+			if a[0] != b[0] {
+				return int(a[0]) - int(b[0])
+			}
+			a, b = a[1:], b[1:]
+			continue
+		}
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
 		if ra != rb {
 			ua, ub := firstUnit(ra), firstUnit(rb)
 			if ua != ub {

@@ -3,6 +3,7 @@ package chain_test
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"math"
 	"strconv"
 	"testing"
@@ -155,4 +156,32 @@ func repeat(c byte, n int) []byte {
 		b[i] = c
 	}
 	return b
+}
+
+// FuzzCanonicalize: the canonical form is a fixed point, valid JSON with
+// the same meaning as its input, and whatever encoding/json re-encodes
+// from it canonicalizes back to it (as jsonb's normalization must).
+func FuzzCanonicalize(f *testing.F) {
+	for _, seed := range []string{`{"b":1,"a":[true,null,"x\u00e9"]}`, `[1.5e3,-0,{"\ud83d\ude00":{}}]`, `"\t\"\\"`, `{"z":{"y":{"x":[]}}}`, `12`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := chain.Canonicalize(in)
+		if err != nil {
+			return
+		}
+		again, err := chain.Canonicalize(out)
+		require.NoError(t, err)
+		require.Equal(t, string(out), string(again), "a fixed point")
+		var v any
+		require.NoError(t, json.Unmarshal(out, &v), "valid JSON: %s", out)
+		var w any
+		require.NoError(t, json.Unmarshal(in, &w))
+		require.Equal(t, w, v, "same meaning")
+		re, err := json.Marshal(v)
+		require.NoError(t, err)
+		if back, err := chain.Canonicalize(re); err == nil {
+			require.Equal(t, string(out), string(back), "re-encoded by encoding/json: %s", re)
+		}
+	})
 }

@@ -159,3 +159,52 @@ func BenchmarkReadAll(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*total)/b.Elapsed().Seconds(), "events/s")
 }
+
+// BenchmarkAppendHashing measures what the hash chain costs an append: one
+// client appending to one stream at exact versions, with the chain (the
+// store's Append: content digests in Go, the chain folded in the statement)
+// and without it (the statement as it was before migration 002), for one
+// event and for a batch of ten.
+func BenchmarkAppendHashing(b *testing.B) {
+	store := openBenchStore(b, 2)
+	ctx := b.Context()
+	for _, n := range []int{1, 10} {
+		batch := func() []eventstore.EventData {
+			out := make([]eventstore.EventData, n)
+			for i := range out {
+				out[i] = oneEvent()[0]
+			}
+			return out
+		}
+		b.Run(fmt.Sprintf("events=%d/hashed", n), func(b *testing.B) {
+			stream := "bench-" + uuid.NewString()[:8]
+			res, err := store.Append(ctx, stream, eventstore.NoStream(), batch())
+			if err != nil {
+				b.Fatal(err)
+			}
+			v := res.NextExpectedVersion
+			for b.Loop() {
+				res, err := store.Append(ctx, stream, eventstore.Exact(v), batch())
+				if err != nil {
+					b.Fatal(err)
+				}
+				v = res.NextExpectedVersion
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+		})
+		b.Run(fmt.Sprintf("events=%d/unhashed", n), func(b *testing.B) {
+			stream := "bench-" + uuid.NewString()[:8]
+			res, err := store.Append(ctx, stream, eventstore.NoStream(), batch())
+			if err != nil {
+				b.Fatal(err)
+			}
+			v := res.NextExpectedVersion
+			for b.Loop() {
+				if v, err = store.AppendUnhashed(ctx, stream, v, batch()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+		})
+	}
+}

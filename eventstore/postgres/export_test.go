@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -39,4 +40,38 @@ func (s *Store) HoldOpenAppend(ctx context.Context, stream string, expected even
 		return nil, errors.Join(errors.New("hold-open append wrote nothing"), err)
 	}
 	return func() error { return tx.Commit(context.WithoutCancel(ctx)) }, nil
+}
+
+// appendExactUnhashedSQL is the exact-version append as it was before the
+// hash chain (migration 001's statement): the benchmarks' baseline for what
+// hashing costs. It writes NULL hashes; never use it outside benchmarks.
+const appendExactUnhashedSQL = `WITH l AS (
+    SELECT pg_advisory_xact_lock($7::bigint)
+), s AS (
+    UPDATE %[1]s.streams SET version = version + $2::bigint
+    FROM l
+    WHERE stream_id = $1::text AND version = $8::bigint
+    RETURNING version
+), e AS (
+    INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata)
+    SELECT $1::text, s.version - $2::bigint + u.ord, u.id, u.type, u.data, u.metadata
+    FROM s, unnest($3::uuid[], $4::text[], $5::jsonb[], $6::jsonb[]) WITH ORDINALITY AS u(id, type, data, metadata, ord)
+    ORDER BY u.ord
+    RETURNING 1
+)
+SELECT s.version, (SELECT count(*) FROM e) FROM s`
+
+// AppendUnhashed appends at exact version v (v >= 0) the way the store did
+// before the hash chain: no content digests, no chain, one statement. For
+// BenchmarkAppendHashing's baseline only.
+func (s *Store) AppendUnhashed(ctx context.Context, stream string, v int64, events []eventstore.EventData) (int64, error) {
+	ids, types := make([]string, len(events)), make([]string, len(events))
+	data, meta := make([][]byte, len(events)), make([][]byte, len(events))
+	for i, e := range events {
+		ids[i], types[i], data[i], meta[i] = e.ID, e.Type, e.Data, e.Metadata
+	}
+	var next, inserted int64
+	err := s.pool.QueryRow(ctx, fmt.Sprintf(appendExactUnhashedSQL, s.ident), stream, int64(len(events)), ids, types, data, meta,
+		streamLockKey(s.schema, stream), v).Scan(&next, &inserted)
+	return next, err
 }
