@@ -35,6 +35,8 @@ import (
 //	             printing medians, the ratio and Verify's peak heap
 //	verify-once  one Verify (for /usr/bin/time -v)
 //	copy-once    one COPY to nowhere (for /usr/bin/time -v)
+//	digest-once  one MakeDigest and one Verify against it, beside one
+//	             Verify without (the digest's cost on a large log)
 //	drop         drop the schema
 //
 // The schema is OPLEDGER_BENCH_SCHEMA (default opledger_bench_audit) on
@@ -59,13 +61,15 @@ func TestBenchAudit(t *testing.T) {
 	case "copy-once":
 		d, rows := b.copyAll()
 		fmt.Printf("copy-once: %s, %d rows\n", d.Round(time.Millisecond), rows)
+	case "digest-once":
+		b.digestOnce()
 	case "drop":
 		conn := b.connect()
 		defer conn.Close(b.ctx)
 		_, err := conn.Exec(b.ctx, "DROP SCHEMA IF EXISTS "+b.ident()+" CASCADE")
 		require.NoError(t, err)
 	default:
-		t.Fatalf("OPLEDGER_BENCH_AUDIT=%q: want seed, measure, verify-once, copy-once or drop", mode)
+		t.Fatalf("OPLEDGER_BENCH_AUDIT=%q: want seed, measure, verify-once, copy-once, digest-once or drop", mode)
 	}
 }
 
@@ -257,4 +261,25 @@ func envInt(t *testing.T, name string, def int) int {
 	require.NoError(t, err, "%s", name)
 	require.Positive(t, n, "%s", name)
 	return n
+}
+
+// digestOnce times MakeDigest over the schema, then Verify without and
+// with that digest.
+func (b benchEnv) digestOnce() {
+	store, err := postgres.Open(b.ctx, postgres.Config{URL: b.url, Schema: b.schema, MaxConns: 2})
+	require.NoError(b.t, err)
+	defer store.Close()
+	start := time.Now()
+	d, err := audit.MakeDigest(b.ctx, store, nil, digestSigner, time.Now())
+	require.NoError(b.t, err)
+	made := time.Since(start)
+	plain, _, _, _ := b.verify()
+	start = time.Now()
+	rep, err := audit.Verify(b.ctx, store, audit.VerifyOptions{PageSize: b.page, AllowUnhashed: true, Digest: d, DigestKey: digestSigner.DigestVerifier})
+	with := time.Since(start)
+	require.NoError(b.t, err)
+	require.True(b.t, rep.OK(), "the seeded log matches its digest: %+v", rep.Violations)
+	fmt.Printf("digest-once: %d events; make digest %s (%.0f events/s), verify %s, verify with digest %s (%.2fx)\n",
+		d.TreeSize, made.Round(time.Millisecond), float64(d.TreeSize)/made.Seconds(), plain.Round(time.Millisecond),
+		with.Round(time.Millisecond), with.Seconds()/plain.Seconds())
 }

@@ -137,7 +137,7 @@ const visibleBound = 30 * time.Second
 
 // waitVisible polls the global log, with a bounded back-off, until it holds
 // at least n events.
-func waitVisible(t *testing.T, store eventstore.Store, n int64) {
+func waitVisible(t testing.TB, store eventstore.Store, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(visibleBound)
 	pause := time.Millisecond
@@ -165,7 +165,7 @@ func waitVisible(t *testing.T, store eventstore.Store, n int64) {
 }
 
 // streamLength counts the events of stream.
-func streamLength(t *testing.T, store eventstore.Store, stream string) int64 {
+func streamLength(t testing.TB, store eventstore.Store, stream string) int64 {
 	t.Helper()
 	events, err := store.ReadStream(context.Background(), stream, 0, 100_000)
 	require.NoError(t, err)

@@ -51,7 +51,7 @@ func (p *fakeProvider) LookupRefunds(_ context.Context, op domain.OperationID) (
 // seed's Thursday and Friday and a handful of other operations, and returns
 // how many events it wrote.
 type story struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	store eventstore.Store
 	clk   *clock.Manual
@@ -62,7 +62,7 @@ type story struct {
 	secrets map[domain.ExecutionID]string
 }
 
-func newStory(t *testing.T, store eventstore.Store) *story {
+func newStory(t testing.TB, store eventstore.Store) *story {
 	s := &story{t: t, ctx: context.Background(), store: store, clk: clock.NewManual(t0), secrets: map[domain.ExecutionID]string{}}
 	var err error
 	s.h, err = ledger.New(ledger.Config{Store: store, Clock: s.clk, Logger: quiet, AppendRetryBackoff: time.Millisecond})
@@ -262,7 +262,7 @@ func (s *story) settle() { waitVisible(s.t, s.store, s.written()) }
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func requireRefusal(t *testing.T, err error, reason domain.Reason) {
+func requireRefusal(t testing.TB, err error, reason domain.Reason) {
 	t.Helper()
 	var r *domain.Refusal
 	require.True(t, errors.As(err, &r), "want refusal %s, got %v", reason, err)
