@@ -3,6 +3,13 @@
 // and checks every invariant of DESIGN.md against it, and ProviderDiff
 // compares the ledger's completed executions with the provider's own export.
 //
+// Tamper evidence (docs/audit.md): Verify also recomputes every event's hash
+// chain (package eventstore/chain) and compares the store's stream heads with
+// the log; Digester and MakeDigest sign RFC 6962 Merkle digests of the whole
+// log (a key of their own, DigestSigner), which Verify checks the log
+// against and locates the first departure from; Prove and CheckProof make and
+// check, offline, a proof of one operation's events.
+//
 // The package is pure logic over the eventstore.Store port: it imports no
 // driver, reads nothing but the store (never projections), and writes nothing.
 //
@@ -18,6 +25,10 @@
 // log: events are read in pages (at most three pages in memory: one being
 // checked, one decoded ahead, one being read), and the findings listed are
 // capped (MaxViolations, MaxListedUnknowns; all are counted).
+//
+// The hash-chain check keeps one 40-byte record per stream (its last
+// version and hash) besides the key; the digest checks O(log n) hashes and
+// the digest's own block roots (at most 1,024).
 //
 // So memory is O(operations) records of about 600 bytes for a typical
 // operation (measured by scripts/bench-audit.sh: 593 bytes of live heap per
