@@ -98,7 +98,7 @@ func TestProofFailsWhenAltered(t *testing.T) {
 	require.False(t, check(swapped).OK)
 
 	h := newHistory(t, store, "OP-6001")
-	h.claimed()
+	h.start() // more events after the first digest
 	later := digestOf(t, store)
 	res, err = audit.CheckProof(fresh(), later, digestSigner.DigestVerifier)
 	require.NoError(t, err)

@@ -263,7 +263,7 @@ func TestUntouchedLogMatchesItsDigests(t *testing.T) {
 		require.Equal(t, uint64(n), first.TreeSize)
 
 		h := newHistory(t, in.store, "OP-6001")
-		h.claimed()
+		h.start() // more events after the first digest
 		waitVisible(t, in.store, n+h.next)
 		second := digestOf(t, in.store)
 		require.Equal(t, uint64(n+h.next), second.TreeSize)
@@ -301,7 +301,7 @@ func TestDigestOfARewrittenLogDoesNotExtendTheEarlierOne(t *testing.T) {
 		return rows
 	})
 	h := newHistory(t, in.store, "OP-6001")
-	h.claimed()
+	h.start() // more events after the first digest
 	second := digestOf(t, in.store) // signed over the forged log
 	require.Equal(t, uint64(n+h.next), second.TreeSize)
 
