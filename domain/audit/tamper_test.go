@@ -301,7 +301,7 @@ func TestDigestOfARewrittenLogDoesNotExtendTheEarlierOne(t *testing.T) {
 		return rows
 	})
 	h := newHistory(t, in.store, "OP-6001")
-	h.start() // more events after the first digest
+	h.start()                       // more events after the first digest
 	second := digestOf(t, in.store) // signed over the forged log
 	require.Equal(t, uint64(n+h.next), second.TreeSize)
 
