@@ -16,7 +16,8 @@
 // the event before it in its stream, or Genesis for the first (and for an
 // event whose predecessor was stored before hashing began and so carries no
 // hash). The hash covers the stored form: an upcaster that reads an old
-// schema version differently never changes it. It does not cover the
+// schema version differently never changes it (upcasters therefore run
+// above the eventstore port; backends return the stored bytes). It does not cover the
 // store's own recorded time or global position; the global order is
 // covered by the Merkle tree of the audit's digests.
 package chain
