@@ -104,6 +104,12 @@ func TestPoisonedEventsSetAsideAndSkipped(t *testing.T) {
 	p := e.projector(func(c *projections.Config) { c.SetAside, c.OnItemFailure = store, seen.observe })
 	e.start(p)
 	e.waitCaughtUp(e.schema)
+	// A set-aside is recorded after the batch that skipped the event
+	// commits: the checkpoint can be seen before the last one.
+	waitFor(t, "three events set aside", func() bool {
+		aside, err := store.List(t.Context(), setaside.Query{Role: setaside.RoleProjector, SetAsideOnly: true})
+		return err == nil && len(aside) == 3
+	})
 	select {
 	case <-p.Done():
 		t.Fatal("the projector stopped on a poisoned event")
