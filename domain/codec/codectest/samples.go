@@ -1,0 +1,57 @@
+package codectest
+
+import (
+	"time"
+
+	"opledger/domain"
+)
+
+// t0 is Thursday 14:02:10 UTC, the seed story's approval; the samples'
+// times carry nanoseconds so that a codec losing precision is caught.
+var t0 = time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d + 123_456_789*time.Nanosecond) }
+
+// Samples returns one event of every type, in the current shape, with every
+// field set to a value other than its zero value: a field a writer renames
+// or drops, or a reader no longer fills, shows as a difference. The golden
+// fixtures testdata/events/<Type>/v<N>.json are written from them (TestGolden
+// -update writes a fixture that does not exist yet; it never rewrites one).
+// A new event type needs a sample here.
+func Samples() []domain.Event {
+	return []domain.Event{
+		domain.OperationRequested{OperationID: "OP-4471", OrderID: "ORD-8841", AmountMinor: 12000, Currency: "EUR",
+			OrderTotalMinor: 20000, CorrelationID: "COR-2210", RequestedBy: "agent-7", RequestedAt: at(0),
+			RequestKey: "idem-2210-1", RequestHash: "9f2c4e1a7b3d5f60718293a4b5c6d7e8f90123456789abcdef0123456789abcd"},
+		domain.Decided{DecisionID: "DEC-4471.1", Verdict: domain.Denied, Reasons: []string{string(domain.ReasonPolicyChargebackOpen)},
+			Facts:    domain.Facts{OrderRefundable: true, ChargebackOpen: true, RefundedMinor: 3000, OrderTotalMinor: 20000},
+			Approver: "agent-7", ApprovalLimit: 50000, PolicyVersion: domain.PolicyVersion, Attempt: 1,
+			KeyPolicy: domain.KeyPerAttempt, IdempotencyKey: "refund-OP-4471-a1", DecidedAt: at(time.Second)},
+		domain.CapabilityIssued{CapabilityID: "CAP-4471.1", DecisionID: "DEC-4471.1", Attempt: 1,
+			IssuedAt: at(2 * time.Second), ExpiresAt: at(2*time.Second + domain.DefaultCapabilityTTL)},
+		domain.CapabilityRevoked{CapabilityID: "CAP-4471.1", Reason: "agent withdrew", RevokedBy: "agent-7", RevokedAt: at(3 * time.Second)},
+		domain.Claimed{ExecutionID: "EXE-4471.1", CapabilityID: "CAP-4471.2", MessageID: "MSG-55A", WorkerID: "worker-a",
+			Attempt: 1, LeaseEpoch: 1, LeaseExpiresAt: at(4*time.Second + domain.DefaultLeaseDuration),
+			IdempotencyKey: "refund-OP-4471-a1", ClaimedAt: at(4 * time.Second),
+			LeaseSecretDigest: "3b7e0f5c2a9d4e6f8a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f50617"},
+		domain.DeliveryDuplicated{MessageID: "MSG-55A", CapabilityID: "CAP-4471.2", WorkerID: "worker-b", ExecutionID: "EXE-4471.1",
+			ExecutionState: domain.ExecExecuting, SeenAt: at(5 * time.Second)},
+		domain.PresentationRejected{Status: domain.StatusAlreadyConsumed, Reason: domain.ReasonCapabilityAlreadyConsumed,
+			MessageID: "MSG-77C", CapabilityID: "CAP-4471.2", OperationID: "OP-4471", WorkerID: "worker-c", ExecutionID: "EXE-4471.1",
+			ExecutionAttempted: true, ReplaySuspected: true, Detail: "consumed by message MSG-55A", RejectedAt: at(6 * time.Second)},
+		domain.LeaseRenewed{ExecutionID: "EXE-4471.1", LeaseEpoch: 1, LeaseExpiresAt: at(7*time.Second + domain.DefaultLeaseDuration), RenewedAt: at(7 * time.Second)},
+		domain.OutcomeRecorded{ExecutionID: "EXE-4471.1", LeaseEpoch: 1, Outcome: domain.Completed, ProviderReference: "re_sim00000001",
+			Detail: "200", RecordedAt: at(8 * time.Second)},
+		domain.OutcomeUnknown{ExecutionID: "EXE-4471.1", LeaseEpoch: 1, Cause: "timeout after send", RecordedAt: at(9 * time.Second)},
+		domain.LeaseLapsed{ExecutionID: "EXE-4471.1", FromEpoch: 1, ToEpoch: 2, LeaseExpiredAt: at(10 * time.Second), LapsedAt: at(11 * time.Second)},
+		domain.LateOutcomeRecorded{ExecutionID: "EXE-4471.1", StaleEpoch: 1, Outcome: domain.Completed, ProviderReference: "re_sim00000001",
+			Detail: "200 after the lease was lost", RecordedAt: at(12 * time.Second)},
+		domain.Reconciled{ExecutionID: "EXE-4471.1", Outcome: domain.Completed, Method: domain.MethodProviderLookup,
+			ProviderReference: "re_sim00000001", Actor: "reconciler", Evidence: "found by operation id, succeeded", ReconciledAt: at(13 * time.Second)},
+		domain.Escalated{ExecutionID: "EXE-4471.1", Reason: "provider-ambiguous", Detail: "a refund under another key", EscalatedAt: at(14 * time.Second)},
+		domain.WriteRefused{ExecutionID: "EXE-4471.1", Command: "RecordOutcome", Reason: domain.ReasonCommandInvalid, LeaseEpoch: 1, CurrentEpoch: 2,
+			Outcome: domain.Completed, ProviderReference: "re_sim00000001", Detail: "late 200\\x00", RefusedAt: at(15 * time.Second),
+			WorkerID: "worker-a", SecretCheck: domain.SecretWrong, Field: "detail", RefusalDetail: "detail: control character U+0000",
+			Escaped: []string{"detail"}},
+	}
+}
