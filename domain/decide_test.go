@@ -262,26 +262,6 @@ func TestDecideRefusedWhileOutcomeOpen(t *testing.T) {
 	requireReason(t, err, ReasonExecutionNotUnknown)
 }
 
-func TestEventsRoundTripThroughCodec(t *testing.T) {
-	f := newFixture(t)
-	f.allow("DEC-1", "")
-	f.issue("CAP-1", t0)
-	r := f.claim("MSG-1", "CAP-1", "EXE-1", t0)
-	for _, e := range []Event{*r.Claimed, Decided{DecisionID: "DEC-1", Reasons: []string{"x"}, DecidedAt: t0}} {
-		typ, data, err := EncodeEvent(e)
-		require.NoError(t, err)
-		back, err := DecodeEvent(typ, SchemaVersion, data)
-		require.NoError(t, err)
-		require.Equal(t, e, back)
-	}
-	_, err := DecodeEvent("Nope", SchemaVersion, []byte(`{}`))
-	require.ErrorIs(t, err, ErrUnknownEventType)
-	_, err = DecodeEvent(TypeClaimed, 2, []byte(`{}`))
-	require.Error(t, err)
-	_, err = DecodeEvent(TypeClaimed, 1, []byte(`{"surprise":1}`))
-	require.Error(t, err)
-}
-
 func TestIdentifiersAreValidated(t *testing.T) {
 	_, err := ParseOperationID("CAP-1")
 	require.ErrorIs(t, err, ErrInvalidID)

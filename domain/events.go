@@ -3,13 +3,17 @@ package domain
 import "time"
 
 // Event is one fact in an operation's stream. Events are immutable; each has a
-// stable type name (EventType) that is stored beside its JSON encoding, and a
-// schema version (SchemaVersion) that decoding checks.
+// stable type name (EventType) that is stored beside its JSON encoding and a
+// schema version per type, stamped in its metadata. The registry in
+// domain/codec (registry.go) lists every type with its versions and is the
+// one place that reads and writes them; see docs/design.md, "Event
+// compatibility", before changing a type here.
 type Event interface {
 	EventType() string
 }
 
 // Stable event type names. Never rename one: stored history refers to them.
+// A new type is registered in domain/codec/registry.go.
 const (
 	TypeOperationRequested   = "OperationRequested"
 	TypeDecided              = "Decided"
@@ -27,10 +31,6 @@ const (
 	TypeEscalated            = "Escalated"
 	TypeWriteRefused         = "WriteRefused"
 )
-
-// SchemaVersion is the version of the JSON encoding of every event type this
-// build writes. Decoding refuses a version it does not know.
-const SchemaVersion = 1
 
 // OperationRequested opens an operation's stream.
 type OperationRequested struct {

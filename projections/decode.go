@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"opledger/domain"
-	"opledger/domain/ledger"
+	"opledger/domain/codec"
 	"opledger/eventstore"
 )
 
@@ -27,7 +27,7 @@ func corrupt(d decodedEvent, format string, args ...any) error {
 }
 
 // decodeEvents decodes the events of operation streams and of the evidence
-// stream with ledger.DecodeRecorded; events of other streams stay undecoded
+// stream with codec.DecodeRecorded (metadata and payload parsed once each); events of other streams stay undecoded
 // and fold to nothing. It is pure, so the next batch can be decoded while
 // one is written.
 func decodeEvents(events []eventstore.RecordedEvent) []decodedEvent {
@@ -43,17 +43,13 @@ func decodeEvents(events []eventstore.RecordedEvent) []decodedEvent {
 		if isOp {
 			d.op = string(op)
 		}
-		e, err := ledger.DecodeRecorded(*rec)
+		dec, err := codec.DecodeRecorded(*rec)
 		if err != nil {
 			d.err = corrupt(d, "%v", err)
 		}
-		d.event = e
+		d.event = dec.Event
 		if err == nil && showsActor(rec.Type) {
-			meta, err := domain.DecodeMetadata(rec.Metadata)
-			if err != nil {
-				d.err = corrupt(d, "%v", err)
-			}
-			d.actor = meta.Actor
+			d.actor = dec.Meta.Actor
 		}
 		decoded[i] = d
 	}
@@ -61,7 +57,7 @@ func decodeEvents(events []eventstore.RecordedEvent) []decodedEvent {
 }
 
 // showsActor reports whether the read models show the metadata's actor for
-// an event type (the others skip decoding the metadata).
+// an event type.
 func showsActor(eventType string) bool {
 	switch eventType {
 	case domain.TypeCapabilityRevoked, domain.TypeLateOutcomeRecorded, domain.TypeReconciled,

@@ -13,6 +13,7 @@ import (
 
 	"opledger/adapters/pgqueue"
 	"opledger/domain"
+	"opledger/domain/codec"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
 	"opledger/eventstore/postgres/pgtest"
@@ -36,7 +37,7 @@ func (e *env) pgSetAside() *pgqueue.SetAside {
 // binary cannot decode or fold.
 func (e *env) appendRaw(stream, typ string, data []byte) string {
 	e.t.Helper()
-	meta, err := domain.EncodeMetadata(domain.Metadata{Actor: "tamperer", RecordedAt: e.clock.Now()})
+	meta, err := codec.EncodeMetadata(domain.Metadata{Actor: "tamperer", RecordedAt: e.clock.Now()}, 1)
 	require.NoError(e.t, err)
 	id := uuid.NewString()
 	_, err = e.store.Append(e.t.Context(), stream, eventstore.Any(), []eventstore.EventData{{ID: id, Type: typ, Data: data, Metadata: meta}})
@@ -46,10 +47,10 @@ func (e *env) appendRaw(stream, typ string, data []byte) string {
 
 func (e *env) appendDecided(op domain.OperationID) string {
 	e.t.Helper()
-	typ, data, err := domain.EncodeEvent(domain.Decided{DecisionID: domain.DecisionID("DEC-" + string(op)), Verdict: domain.Allowed,
-		Approver: "agent-7", Attempt: 1, KeyPolicy: domain.KeyPerAttempt, DecidedAt: e.clock.Now()})
+	enc, err := codec.Encode(domain.Decided{DecisionID: domain.DecisionID("DEC-" + string(op)), Verdict: domain.Allowed,
+		Approver: "agent-7", Attempt: 1, KeyPolicy: domain.KeyPerAttempt, DecidedAt: e.clock.Now()}, domain.Metadata{})
 	require.NoError(e.t, err)
-	return e.appendRaw(op.StreamName(), typ, data)
+	return e.appendRaw(op.StreamName(), enc.Type, enc.Data)
 }
 
 // failures collects what OnItemFailure reports.

@@ -18,6 +18,7 @@ import (
 	"opledger/adapters/provider/sim"
 	"opledger/domain"
 	"opledger/domain/clock"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"
 	"opledger/domain/setaside"
@@ -221,10 +222,11 @@ func (w *World) Evidence(ctx context.Context, op domain.OperationID) ([]domain.P
 		if rec.Type != domain.TypePresentationRejected {
 			continue
 		}
-		e, err := ledger.DecodeRecorded(rec)
+		dec, err := codec.DecodeRecorded(rec)
 		if err != nil {
 			return nil, err
 		}
+		e := dec.Event
 		out = append(out, e.(domain.PresentationRejected))
 	}
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"opledger/domain"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 )
 
@@ -58,18 +59,15 @@ func (s *Server) getEvents(_ http.ResponseWriter, r *http.Request, _ Principal) 
 		resp.NextFrom, recs = &next, recs[:limit]
 	}
 	for _, rec := range recs {
-		meta, err := domain.DecodeMetadata(rec.Metadata)
+		d, err := codec.DecodeRecorded(rec)
 		if err != nil {
 			return reply{}, fmt.Errorf("%w: %s@%d: %v", ledger.ErrCorruptStream, rec.StreamID, rec.Version, err)
 		}
-		e, err := ledger.DecodeRecorded(rec)
-		if err != nil {
-			return reply{}, fmt.Errorf("%w: %s@%d: %v", ledger.ErrCorruptStream, rec.StreamID, rec.Version, err)
-		}
-		_, data, err := domain.EncodeEvent(e)
+		data, err := json.Marshal(d.Event) // the event as this build reads it: upcast to its current shape
 		if err != nil {
 			return reply{}, err
 		}
+		meta := d.Meta
 		meta.RecordedAt = meta.RecordedAt.UTC()
 		resp.Events = append(resp.Events, eventView{
 			Version: rec.Version, EventID: rec.ID, Type: rec.Type, RecordedAt: rec.RecordedAt.UTC(), Metadata: meta, Data: data,

@@ -9,6 +9,7 @@ import (
 
 	"opledger/adapters/httpapi"
 	"opledger/domain"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 )
 
@@ -155,12 +156,10 @@ func TestOnlyTheLeaseHolderWrites(t *testing.T) {
 		if rec.Type != domain.TypeWriteRefused {
 			continue
 		}
-		ev, err := ledger.DecodeRecorded(rec)
+		dec, err := codec.DecodeRecorded(rec)
 		require.NoError(t, err)
-		w := ev.(domain.WriteRefused)
-		meta, err := domain.DecodeMetadata(rec.Metadata)
-		require.NoError(t, err)
-		if meta.Actor == "worker-b" {
+		w := dec.Event.(domain.WriteRefused)
+		if dec.Meta.Actor == "worker-b" {
 			byB++
 			require.NotEqual(t, domain.SecretHeld, w.SecretCheck, "B never held the lease")
 		}
@@ -171,7 +170,8 @@ func TestOnlyTheLeaseHolderWrites(t *testing.T) {
 	require.Equal(t, 1, checks[domain.SecretHeld], "A's late outcome at epoch 2")
 	var hostile domain.WriteRefused
 	for _, rec := range recs {
-		if ev, err := ledger.DecodeRecorded(rec); err == nil {
+		if dec, err := codec.DecodeRecorded(rec); err == nil {
+			ev := dec.Event
 			if w, ok := ev.(domain.WriteRefused); ok && w.Field == "detail" {
 				hostile = w
 			}
@@ -214,8 +214,9 @@ func TestRefusedExecutorWritesAtTheEdgeAreRecorded(t *testing.T) {
 	require.Len(t, recs, len(cases), "each refusal left its evidence")
 	for i, rec := range recs {
 		require.Equal(t, domain.TypeWriteRefused, rec.Type)
-		ev, err := ledger.DecodeRecorded(rec)
+		dec, err := codec.DecodeRecorded(rec)
 		require.NoError(t, err)
+		ev := dec.Event
 		w := ev.(domain.WriteRefused)
 		require.Equal(t, domain.ReasonCommandInvalid, w.Reason, "case %d", i)
 		require.Equal(t, cases[i].field, w.Field, "case %d", i)

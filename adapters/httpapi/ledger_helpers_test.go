@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/domain"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 	"opledger/eventstore"
 )
@@ -15,7 +16,8 @@ var ledgerCause = ledger.Cause{Actor: "test"}
 
 func decode(t *testing.T, rec eventstore.RecordedEvent) domain.Event {
 	t.Helper()
-	e, err := ledger.DecodeRecorded(rec)
+	dec, err := codec.DecodeRecorded(rec)
 	require.NoError(t, err)
+	e := dec.Event
 	return e
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"opledger/domain"
-	"opledger/domain/ledger"
+	"opledger/domain/codec"
 	"opledger/eventstore"
 )
 
@@ -20,20 +20,16 @@ func SelectRefundRequests(rec eventstore.RecordedEvent) ([]Outbound, error) {
 	if !ok {
 		return nil, nil // CapabilityIssued outside an operation stream: not ours to publish
 	}
-	e, err := ledger.DecodeRecorded(rec)
+	d, err := codec.DecodeRecorded(rec)
 	if err != nil {
 		return nil, err
 	}
-	issued, ok := e.(domain.CapabilityIssued)
+	issued, ok := d.Event.(domain.CapabilityIssued)
 	if !ok {
-		return nil, fmt.Errorf("event type %s decoded as %T", rec.Type, e)
-	}
-	meta, err := domain.DecodeMetadata(rec.Metadata)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("event type %s decoded as %T", rec.Type, d.Event)
 	}
 	req := RefundRequest{
-		MessageID: MessageIDForEvent(rec.ID), CorrelationID: meta.CorrelationID,
+		MessageID: MessageIDForEvent(rec.ID), CorrelationID: d.Meta.CorrelationID,
 		OperationID: op, CapabilityID: issued.CapabilityID,
 	}
 	value, err := req.Encode()
@@ -54,24 +50,20 @@ func SelectSecuritySignals(rec eventstore.RecordedEvent) ([]Outbound, error) {
 	if rec.Type != domain.TypePresentationRejected {
 		return nil, nil
 	}
-	e, err := ledger.DecodeRecorded(rec)
+	d, err := codec.DecodeRecorded(rec)
 	if err != nil {
 		return nil, err
 	}
-	rej, ok := e.(domain.PresentationRejected)
+	rej, ok := d.Event.(domain.PresentationRejected)
 	if !ok {
-		return nil, fmt.Errorf("event type %s decoded as %T", rec.Type, e)
+		return nil, fmt.Errorf("event type %s decoded as %T", rec.Type, d.Event)
 	}
 	if !rej.ReplaySuspected {
 		return nil, nil
 	}
-	meta, err := domain.DecodeMetadata(rec.Metadata)
-	if err != nil {
-		return nil, err
-	}
 	sig := SecuritySignal{
 		SignalID: SignalIDForEvent(rec.ID), Kind: SignalReplaySuspected, EventID: rec.ID, Stream: rec.StreamID,
-		CorrelationID: meta.CorrelationID, OperationID: rej.OperationID, CapabilityID: rej.CapabilityID,
+		CorrelationID: d.Meta.CorrelationID, OperationID: rej.OperationID, CapabilityID: rej.CapabilityID,
 		MessageID: rej.MessageID, ExecutionID: rej.ExecutionID, WorkerID: rej.WorkerID, Status: rej.Status,
 		Reason: rej.Reason, Detail: rej.Detail, ExecutionAttempted: rej.ExecutionAttempted, RejectedAt: rej.RejectedAt,
 	}

@@ -11,6 +11,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/domain"
 	"opledger/domain/clock"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 	"opledger/eventstore/postgres/pgtest"
 )
@@ -96,8 +97,9 @@ func TestMalformedMessagesAreDeadLetteredWithTheirField(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, len(strictCases), "each malformed message is evidence")
 	for _, rec := range recs {
-		ev, err := ledger.DecodeRecorded(rec)
+		dec, err := codec.DecodeRecorded(rec)
 		require.NoError(t, err)
+		ev := dec.Event
 		rej := ev.(domain.PresentationRejected)
 		require.Equal(t, transport.ReasonDeliveryMalformed, rej.Reason)
 		require.False(t, rej.ExecutionAttempted)

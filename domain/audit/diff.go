@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"opledger/domain"
-	"opledger/domain/ledger"
+	"opledger/domain/codec"
 	"opledger/eventstore"
 )
 
@@ -192,10 +192,11 @@ func (d *differ) ledgerEvent(rec *eventstore.RecordedEvent) error {
 	default:
 		return nil
 	}
-	e, err := ledger.DecodeRecorded(*rec)
+	dec, err := codec.DecodeRecorded(*rec)
 	if err != nil {
 		return fmt.Errorf("provider diff: %s@%d (%s): %w", rec.StreamID, rec.Version, rec.Position, err)
 	}
+	e := dec.Event
 	var (
 		exe     domain.ExecutionID
 		outcome domain.Outcome

@@ -10,6 +10,7 @@ import (
 
 	"opledger/domain"
 	"opledger/domain/audit"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"
@@ -61,13 +62,12 @@ func (h *history) add(events ...domain.Event) { h.by("test", "", events...) }
 // time is the first event's own.
 func (h *history) by(actor, causation string, events ...domain.Event) {
 	h.t.Helper()
-	meta, err := domain.EncodeMetadata(domain.Metadata{CorrelationID: "COR-2210", CausationID: causation, Actor: actor, RecordedAt: t0})
-	require.NoError(h.t, err)
+	meta := domain.Metadata{CorrelationID: "COR-2210", CausationID: causation, Actor: actor, RecordedAt: t0}
 	data := make([]eventstore.EventData, 0, len(events))
 	for _, e := range events {
-		typ, body, err := domain.EncodeEvent(e)
+		d, err := codec.EncodeEvent(ledger.NewID(""), e, meta)
 		require.NoError(h.t, err)
-		data = append(data, eventstore.EventData{ID: ledger.NewID(""), Type: typ, Data: body, Metadata: meta})
+		data = append(data, d)
 	}
 	h.append(data)
 }
@@ -75,7 +75,14 @@ func (h *history) by(actor, causation string, events ...domain.Event) {
 // raw appends one event of type typ with data as its JSON.
 func (h *history) raw(typ, data string) {
 	h.t.Helper()
-	meta, err := domain.EncodeMetadata(domain.Metadata{Actor: "test", RecordedAt: t0})
+	h.rawAt(typ, 1, data)
+}
+
+// rawAt appends one event of type typ, stored at schema version v, with
+// data as its JSON.
+func (h *history) rawAt(typ string, v int, data string) {
+	h.t.Helper()
+	meta, err := codec.EncodeMetadata(domain.Metadata{Actor: "test", RecordedAt: t0}, v)
 	require.NoError(h.t, err)
 	h.append([]eventstore.EventData{{ID: ledger.NewID(""), Type: typ, Data: []byte(data), Metadata: meta}})
 }

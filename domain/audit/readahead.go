@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"opledger/domain"
+	"opledger/domain/codec"
 	"opledger/eventstore"
 	"opledger/eventstore/chain"
 )
@@ -45,19 +46,15 @@ func linkOnly(rec *eventstore.RecordedEvent) decodedEvent {
 	return d
 }
 
-// decode is ledger.DecodeRecorded's composition (the metadata, then the
-// event under the metadata's schema version), keeping the metadata, which
-// the checks read too, so that it is parsed once.
+// decode reads a stored event with the codec (metadata and payload parsed
+// once each, the payload upcast to the current shape), keeping the
+// metadata, which the checks read too.
 func decode(rec *eventstore.RecordedEvent) decodedEvent {
-	meta, err := domain.DecodeMetadata(rec.Metadata)
+	d, err := codec.DecodeRecorded(*rec)
 	if err != nil {
 		return decodedEvent{err: err}
 	}
-	e, err := domain.DecodeEvent(rec.Type, meta.SchemaVersion, rec.Data)
-	if err != nil {
-		return decodedEvent{err: err}
-	}
-	return decodedEvent{meta: meta, event: e}
+	return decodedEvent{meta: d.Meta, event: d.Event}
 }
 
 // logPage is one page of the global log, decoded, or the error that ended

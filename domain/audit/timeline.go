@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"opledger/domain"
-	"opledger/domain/ledger"
+	"opledger/domain/codec"
 	"opledger/eventstore"
 )
 
@@ -83,15 +83,12 @@ func Replay(ctx context.Context, store eventstore.Store, op domain.OperationID) 
 
 // timelineRow decodes one stored event into a row.
 func timelineRow(rec eventstore.RecordedEvent) (TimelineRow, error) {
-	meta, err := domain.DecodeMetadata(rec.Metadata)
+	d, err := codec.DecodeRecorded(rec)
 	if err != nil {
 		return TimelineRow{}, err
 	}
-	e, err := ledger.DecodeRecorded(rec)
-	if err != nil {
-		return TimelineRow{}, err
-	}
-	row := describe(e)
+	meta := d.Meta
+	row := describe(d.Event)
 	row.Position, row.Version, row.Event = rec.Position.String(), rec.Version, rec.Type
 	if row.Actor == "" { // who the event names, else who recorded it
 		row.Actor = meta.Actor

@@ -13,6 +13,7 @@ import (
 
 	"opledger/domain"
 	"opledger/domain/audit"
+	"opledger/domain/codec"
 	"opledger/eventstore"
 )
 
@@ -61,8 +62,16 @@ func TestReplayFailsLoudly(t *testing.T) {
 
 		h := newHistory(t, store, "OP-1")
 		h.claimed()
-		h.raw(domain.TypeOutcomeRecorded, `{"execution_id":"EXE-1","surprise":true}`)
+		h.raw(domain.TypeOutcomeRecorded, `{"execution_id":"EXE-1","lease_epoch":"one"}`)
 		_, err = audit.Replay(context.Background(), store, "OP-1")
 		require.ErrorContains(t, err, "operation-OP-1@4")
+		require.ErrorContains(t, err, "lease_epoch")
+
+		h = newHistory(t, store, "OP-2")
+		h.claimed()
+		h.rawAt(domain.TypeOutcomeRecorded, 2, `{"execution_id":"EXE-1"}`)
+		_, err = audit.Replay(context.Background(), store, "OP-2")
+		require.ErrorIs(t, err, codec.ErrNewerVersion)
+		require.ErrorContains(t, err, "operation-OP-2@4")
 	})
 }

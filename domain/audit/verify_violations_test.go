@@ -179,7 +179,11 @@ var violations = []violation{
 	// Structure.
 	{"S2/undecodable-event", func(h *history) {
 		h.claimed()
-		h.raw(domain.TypeOutcomeRecorded, `{"execution_id":"EXE-1","lease_epoch":1,"outcome":"Completed","surprise":true}`)
+		h.raw(domain.TypeOutcomeRecorded, `{"execution_id":"EXE-1","lease_epoch":"one","outcome":"Completed"}`)
+	}, []string{"S2"}, domain.TypeOutcomeRecorded},
+	{"S2/event-of-a-newer-version", func(h *history) {
+		h.claimed()
+		h.rawAt(domain.TypeOutcomeRecorded, 2, `{"execution_id":"EXE-1","lease_epoch":1,"outcome":"Completed"}`)
 	}, []string{"S2"}, domain.TypeOutcomeRecorded},
 	{"S2/unknown-event-type", func(h *history) {
 		h.claimed()

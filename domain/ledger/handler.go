@@ -18,6 +18,7 @@ import (
 
 	"opledger/domain"
 	"opledger/domain/clock"
+	"opledger/domain/codec"
 	"opledger/eventstore"
 )
 
@@ -167,19 +168,14 @@ func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, 
 // appendEvents encodes and appends events, resending the very same append
 // (same event ids, same expected version) when its outcome is unknown.
 func (h *Handler) appendEvents(ctx context.Context, stream string, expected eventstore.ExpectedVersion, corr domain.CorrelationID, by Cause, now time.Time, events []domain.Event) (eventstore.AppendResult, error) {
-	meta, err := domain.EncodeMetadata(domain.Metadata{
-		CorrelationID: cmp.Or(by.CorrelationID, corr), CausationID: by.CausationID, Actor: by.Actor, RecordedAt: now,
-	})
-	if err != nil {
-		return eventstore.AppendResult{}, err
-	}
+	meta := domain.Metadata{CorrelationID: cmp.Or(by.CorrelationID, corr), CausationID: by.CausationID, Actor: by.Actor, RecordedAt: now}
 	data := make([]eventstore.EventData, len(events))
 	for i, e := range events {
-		typ, body, err := domain.EncodeEvent(e)
+		d, err := codec.EncodeEvent(h.cfg.NewID(""), e, meta)
 		if err != nil {
 			return eventstore.AppendResult{}, err
 		}
-		data[i] = eventstore.EventData{ID: h.cfg.NewID(""), Type: typ, Data: body, Metadata: meta}
+		data[i] = d
 	}
 	backoff := h.cfg.AppendRetryBackoff
 	for resend := 0; ; resend++ {
@@ -213,11 +209,13 @@ func (h *Handler) Load(ctx context.Context, op domain.OperationID) (*domain.Oper
 			if rec.Version != state.Version+1 {
 				return nil, fmt.Errorf("%w: %s: version %d follows %d", ErrCorruptStream, stream, rec.Version, state.Version)
 			}
-			e, err := DecodeRecorded(rec)
+			d, err := codec.DecodeRecorded(rec)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s@%d: %v", ErrCorruptStream, stream, rec.Version, err)
+				// Wrapped as well: a newer build's event (codec.ErrNewerVersion,
+				// codec.ErrUnknownEventType) is not this build's to decide on.
+				return nil, fmt.Errorf("%w: %s@%d: %w", ErrCorruptStream, stream, rec.Version, err)
 			}
-			if err := state.Evolve(e); err != nil {
+			if err := state.Evolve(d.Event); err != nil {
 				return nil, fmt.Errorf("%w: %s@%d: %v", ErrCorruptStream, stream, rec.Version, err)
 			}
 			state.Version = rec.Version
@@ -233,10 +231,10 @@ func (h *Handler) Load(ctx context.Context, op domain.OperationID) (*domain.Oper
 }
 
 // DecodeRecorded decodes a stored event into its domain type.
+//
+// Deprecated: the codec reads events (codec.DecodeRecorded, which returns
+// the metadata too); this forwards to it.
 func DecodeRecorded(rec eventstore.RecordedEvent) (domain.Event, error) {
-	meta, err := domain.DecodeMetadata(rec.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	return domain.DecodeEvent(rec.Type, meta.SchemaVersion, rec.Data)
+	d, err := codec.DecodeRecorded(rec)
+	return d.Event, err
 }

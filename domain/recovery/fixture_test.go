@@ -17,6 +17,7 @@ import (
 	"opledger/adapters/provider/sim"
 	"opledger/domain"
 	"opledger/domain/clock"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"
 	"opledger/domain/setaside"
@@ -167,11 +168,9 @@ func (f *fixture) unknown(ops ...domain.OperationID) map[domain.OperationID]*dom
 // a bug or tampering leaves a stream the handler cannot load.
 func (f *fixture) appendRaw(op domain.OperationID, e domain.Event) {
 	f.t.Helper()
-	typ, data, err := domain.EncodeEvent(e)
+	d, err := codec.EncodeEvent(uuid.NewString(), e, domain.Metadata{Actor: "tamperer", RecordedAt: f.clock.Now()})
 	require.NoError(f.t, err)
-	meta, err := domain.EncodeMetadata(domain.Metadata{Actor: "tamperer", RecordedAt: f.clock.Now()})
-	require.NoError(f.t, err)
-	_, err = f.store.Append(f.ctx, op.StreamName(), eventstore.Any(), []eventstore.EventData{{ID: uuid.NewString(), Type: typ, Data: data, Metadata: meta}})
+	_, err = f.store.Append(f.ctx, op.StreamName(), eventstore.Any(), []eventstore.EventData{d})
 	require.NoError(f.t, err)
 }
 
@@ -245,8 +244,9 @@ func (f *fixture) events(op domain.OperationID) []domain.Event {
 	require.NoError(f.t, err)
 	out := make([]domain.Event, 0, len(recs))
 	for _, rec := range recs {
-		e, err := ledger.DecodeRecorded(rec)
+		dec, err := codec.DecodeRecorded(rec)
 		require.NoError(f.t, err)
+		e := dec.Event
 		out = append(out, e)
 	}
 	return out

@@ -12,7 +12,7 @@ import (
 
 	"opledger/domain"
 	"opledger/domain/clock"
-	"opledger/domain/ledger"
+	"opledger/domain/codec"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
 )
@@ -97,14 +97,14 @@ func (x *LogIndex) catchUp(ctx context.Context) error {
 		}
 		for _, rec := range batch {
 			if op, ok := domain.OperationIDFromStream(rec.StreamID); ok {
-				e, err := ledger.DecodeRecorded(rec)
+				d, err := codec.DecodeRecorded(rec)
 				if err != nil {
 					if !x.readPast(ctx, rec, op, err) {
 						return nil
 					}
 				} else {
 					x.passed(ctx, rec)
-					x.apply(op, e)
+					x.apply(op, d.Event)
 				}
 			}
 			x.after = rec.Position

@@ -15,6 +15,7 @@ import (
 	"opledger/adapters/provider/sim"
 	"opledger/domain"
 	"opledger/domain/clock"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 	"opledger/domain/worker"
 	"opledger/eventstore"
@@ -131,8 +132,9 @@ func (r *rig) events() []domain.Event {
 	require.NoError(r.t, err)
 	out := make([]domain.Event, len(recs))
 	for i, rec := range recs {
-		e, err := ledger.DecodeRecorded(rec)
+		dec, err := codec.DecodeRecorded(rec)
 		require.NoError(r.t, err)
+		e := dec.Event
 		out[i] = e
 	}
 	return out

@@ -23,7 +23,7 @@ import (
 	"opledger/adapters/provider/sim"
 	"opledger/adapters/transport"
 	"opledger/domain"
-	"opledger/domain/ledger"
+	"opledger/domain/codec"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
 	"opledger/eventstore/postgres/pgtest"
@@ -236,8 +236,9 @@ func (r *Rig) Evidence() []domain.PresentationRejected {
 	require.NoError(r.T, err)
 	var out []domain.PresentationRejected
 	for _, rec := range events {
-		e, err := ledger.DecodeRecorded(rec)
+		dec, err := codec.DecodeRecorded(rec)
 		require.NoError(r.T, err)
+		e := dec.Event
 		if pr, ok := e.(domain.PresentationRejected); ok {
 			out = append(out, pr)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -15,13 +16,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/domain"
+	"opledger/domain/codec"
 	"opledger/domain/codec/codectest"
 )
 
 var update = flag.Bool("update", false, "write the golden fixtures that do not exist yet (existing ones are frozen and never rewritten)")
 
 // writtenBy names the code that writes new fixtures.
-const writtenBy = "opledger main@f42e6e8, before schema evolution: domain.EncodeEvent and domain.EncodeMetadata (codectest TestGolden -update)"
+const writtenBy = "opledger domain/codec.Encode, the registry's codec (codectest TestGolden -update)"
 
 // fixtureMetadata is the metadata the fixtures are written with.
 var fixtureMetadata = domain.Metadata{CorrelationID: "COR-2210", CausationID: "MSG-55A", Actor: "worker-a",
@@ -29,22 +31,14 @@ var fixtureMetadata = domain.Metadata{CorrelationID: "COR-2210", CausationID: "M
 
 // encode is how this build writes an event and its metadata.
 func encode(e domain.Event) (typ string, version int, data, meta []byte, err error) {
-	typ, data, err = domain.EncodeEvent(e)
-	if err != nil {
-		return "", 0, nil, nil, err
-	}
-	meta, err = domain.EncodeMetadata(fixtureMetadata)
-	return typ, domain.SchemaVersion, data, meta, err
+	enc, err := codec.Encode(e, fixtureMetadata)
+	return enc.Type, enc.Version, enc.Data, enc.Metadata, err
 }
 
 // decode is how this build reads a stored event.
 func decode(typ string, data, meta []byte) (domain.Event, domain.Metadata, error) {
-	m, err := domain.DecodeMetadata(meta)
-	if err != nil {
-		return nil, m, err
-	}
-	e, err := domain.DecodeEvent(typ, m.SchemaVersion, data)
-	return e, m, err
+	d, err := codec.Decode(typ, data, meta)
+	return d.Event, d.Meta, err
 }
 
 // TestGolden: every sample, written by this build, is byte for byte the
@@ -101,12 +95,31 @@ func TestEveryFixtureReads(t *testing.T) {
 			e, m, err := decode(f.Type, f.Data, f.Metadata)
 			require.NoError(t, err)
 			require.Equal(t, f.SchemaVersion, m.SchemaVersion)
+			k, ok := codec.Lookup(f.Type)
+			require.True(t, ok)
+			if f.SchemaVersion < k.Current {
+				require.NotEmpty(t, f.Expect, "%s is older than %s's current version %d: give it an \"expect\" member, what it reads as", f.Path, f.Type, k.Current)
+				want := reflect.New(k.GoType)
+				require.NoError(t, json.Unmarshal(f.Expect, want.Interface()))
+				require.Equal(t, want.Elem().Interface(), e, "what %s reads as", f.Path)
+			}
 			_, version, data, _, err := encode(e)
 			require.NoError(t, err)
 			if version == f.SchemaVersion {
 				require.Equal(t, string(f.Data), string(data))
 			}
 		})
+	}
+}
+
+// TestEveryVersionHasAFixture: every version of every registered type,
+// from 1 to the current one, has a fixture written by its writer.
+func TestEveryVersionHasAFixture(t *testing.T) {
+	for _, k := range codec.Kinds() {
+		for v := 1; v <= k.Current; v++ {
+			_, err := codectest.FixtureOf(k.Type, v)
+			require.NoError(t, err, "%s v%d: run go test ./domain/codec/codectest -run TestGolden -update (with the build that writes v%d)", k.Type, v, v)
+		}
 	}
 }
 

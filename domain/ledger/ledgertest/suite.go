@@ -16,6 +16,7 @@ import (
 
 	"opledger/domain"
 	"opledger/domain/clock"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 	"opledger/eventstore"
 )
@@ -402,8 +403,9 @@ func (h *Harness) WriteRefusals() []domain.WriteRefused {
 		if rec.Type != domain.TypeWriteRefused {
 			continue
 		}
-		e, err := ledger.DecodeRecorded(rec)
+		dec, err := codec.DecodeRecorded(rec)
 		require.NoError(h.T, err)
+		e := dec.Event
 		out = append(out, e.(domain.WriteRefused))
 	}
 	return out
