@@ -69,7 +69,9 @@ const (
 	pingedV3JSON = `{"target":"db.internal:5432","attempts":3,"tags":["canary"],"at":"2026-11-26T14:02:10Z"}`
 )
 
-func metaAt(v int) []byte { return []byte(`{"schema_version":` + strconv.Itoa(v) + `,"recorded_at":"2026-11-26T14:02:10Z"}`) }
+func metaAt(v int) []byte {
+	return []byte(`{"schema_version":` + strconv.Itoa(v) + `,"recorded_at":"2026-11-26T14:02:10Z"}`)
+}
 
 // readsV3WritesV2 is the release that ships version 3's reader while
 // still writing version 2: readers first.
