@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -277,10 +278,16 @@ func (o *Operation) Evolve(e Event) error {
 	case WriteRefused:
 		// Evidence only.
 	default:
-		return fmt.Errorf("evolve: unhandled event type %T", e)
+		return fmt.Errorf("evolve: %w %T", ErrUnhandledEvent, e)
 	}
 	return nil
 }
+
+// ErrUnhandledEvent is wrapped by Evolve for an event type it has no case
+// for. Every registered type has one (the codec's coverage test holds
+// every consumer to that): a type that only carries evidence has an
+// explicit case that changes nothing.
+var ErrUnhandledEvent = errors.New("unhandled event type")
 
 // onExecution applies change to the execution e is about, and stamps the
 // operation's UpdatedAt with at (unless zero). An event about an execution

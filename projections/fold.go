@@ -19,6 +19,10 @@ import (
 // skip.go). It is never skipped silently.
 var ErrCorruptLog = errors.New("projections: event cannot be folded")
 
+// errNotFolded marks the fold's default branch: an event type it has no
+// case for (Folds reports which types have one).
+var errNotFolded = errors.New("no case in the read models' fold")
+
 // Values of executions.outcome_source.
 const (
 	sourceExecutor       = "executor"
@@ -207,7 +211,7 @@ func (m *batchModel) foldExecutionEvent(d decodedEvent, o *operationRow) error {
 	case domain.Escalated:
 		id = ev.ExecutionID
 	default:
-		return corrupt(d, "event type %T is not folded by the read models", d.event)
+		return fmt.Errorf("%w: %w", errNotFolded, corrupt(d, "event type %T is not folded by the read models", d.event))
 	}
 	x := m.execs[string(id)]
 	if x == nil || x.OperationID != d.op {

@@ -183,13 +183,13 @@ func (d *differ) ledgerEvent(rec *eventstore.RecordedEvent) error {
 		return nil
 	}
 	o := d.ops[string(opID)]
-	switch rec.Type {
-	case domain.TypeOutcomeRecorded, domain.TypeLateOutcomeRecorded, domain.TypeReconciled:
-	case domain.TypeOperationRequested, domain.TypeClaimed, domain.TypeOutcomeUnknown, domain.TypeLeaseLapsed, domain.TypeEscalated:
+	switch diffReading(rec.Type) {
+	case diffReadsAlways:
+	case diffReadsIfNamed:
 		if o == nil {
 			return nil
 		}
-	default:
+	default: // no bearing on refunds (diffIgnores), or a type this build does not know
 		return nil
 	}
 	dec, err := codec.DecodeRecorded(*rec)
@@ -228,6 +228,8 @@ func (d *differ) ledgerEvent(rec *eventstore.RecordedEvent) error {
 		exe, outcome, ref = ev.ExecutionID, ev.Outcome, ev.ProviderReference
 	case domain.Reconciled:
 		exe, outcome, ref = ev.ExecutionID, ev.Outcome, ev.ProviderReference
+	default:
+		return fmt.Errorf("provider diff: %s@%d (%s): %w for %s", rec.StreamID, rec.Version, rec.Position, errNoDiffCase, rec.Type)
 	}
 	if o != nil {
 		o.state(exe, domain.ExecutionState(outcome))

@@ -19,6 +19,8 @@ type decodedEvent struct {
 	meta  domain.Metadata
 	event domain.Event
 	err   error
+	// ignored names a member this build does not know (codec.Decoded.Ignored).
+	ignored string
 
 	link    chain.Recomputed
 	linkErr error
@@ -54,7 +56,7 @@ func decode(rec *eventstore.RecordedEvent) decodedEvent {
 	if err != nil {
 		return decodedEvent{err: err}
 	}
-	return decodedEvent{meta: d.Meta, event: d.Event}
+	return decodedEvent{meta: d.Meta, event: d.Event, ignored: d.Ignored}
 }
 
 // logPage is one page of the global log, decoded, or the error that ended

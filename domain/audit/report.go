@@ -88,6 +88,13 @@ type Report struct {
 	OpenUnknowns     []OpenUnknown `json:"open_unknowns"`
 	OpenUnknownCount int64         `json:"open_unknown_count"`
 
+	// IgnoredMembers counts events holding a member this build does not
+	// know and read past (a newer build's additive field, or tampering:
+	// docs/design.md, "Event compatibility"); FirstIgnored names the first
+	// ("operation-OP-1@4 data.uses_left"). Information, not a violation.
+	IgnoredMembers int64  `json:"ignored_members,omitempty"`
+	FirstIgnored   string `json:"first_ignored,omitempty"`
+
 	// Violations lists findings in log order, up to
 	// VerifyOptions.MaxViolations; ViolationCount counts them all and
 	// ByInvariant by invariant id.

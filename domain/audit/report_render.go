@@ -62,6 +62,9 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 		table(&b, []string{"Invariant", "Operation", "Position", "Ver", "Event", "Finding"}, rows)
 	}
+	if r.IgnoredMembers > 0 {
+		fmt.Fprintf(&b, "members this build does not know, read past (information): %d events, first %s\n", r.IgnoredMembers, r.FirstIgnored)
+	}
 	fmt.Fprintf(&b, "\nopen unknowns (information, not violations): %d\n", r.OpenUnknownCount)
 	if len(r.OpenUnknowns) > 0 {
 		rows := make([][]string, 0, len(r.OpenUnknowns))

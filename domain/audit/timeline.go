@@ -88,7 +88,10 @@ func timelineRow(rec eventstore.RecordedEvent) (TimelineRow, error) {
 		return TimelineRow{}, err
 	}
 	meta := d.Meta
-	row := describe(d.Event)
+	row, ok := describe(d.Event)
+	if !ok {
+		return TimelineRow{}, fmt.Errorf("event type %s has no timeline row", rec.Type)
+	}
 	row.Position, row.Version, row.Event = rec.Position.String(), rec.Version, rec.Type
 	if row.Actor == "" { // who the event names, else who recorded it
 		row.Actor = meta.Actor

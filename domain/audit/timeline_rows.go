@@ -8,37 +8,38 @@ import (
 	"opledger/domain"
 )
 
-// describe fills the row fields one event carries, with its payload time.
-func describe(e domain.Event) TimelineRow {
+// describe fills the row fields one event carries, with its payload time;
+// false for an event type it has no case for (Describes).
+func describe(e domain.Event) (TimelineRow, bool) {
 	switch ev := e.(type) {
 	case domain.OperationRequested:
 		d := fmt.Sprintf("refund of %s on order %s, correlation %s", money(ev.AmountMinor, ev.Currency), ev.OrderID, ev.CorrelationID)
 		if ev.OrderTotalMinor > 0 {
 			d += ", order total " + money(ev.OrderTotalMinor, ev.Currency)
 		}
-		return TimelineRow{Time: ev.RequestedAt, Actor: ev.RequestedBy, Detail: d}
+		return TimelineRow{Time: ev.RequestedAt, Actor: ev.RequestedBy, Detail: d}, true
 	case domain.Decided:
 		return TimelineRow{Time: ev.DecidedAt, Outcome: string(ev.Verdict), Reason: strings.Join(ev.Reasons, ","),
 			Detail: fmt.Sprintf("decision %s for attempt %d, provider key %s (%s), %s, approver %s (limit %d), facts %s",
-				ev.DecisionID, ev.Attempt, ev.IdempotencyKey, ev.KeyPolicy, ev.PolicyVersion, ev.Approver, ev.ApprovalLimit, facts(ev.Facts))}
+				ev.DecisionID, ev.Attempt, ev.IdempotencyKey, ev.KeyPolicy, ev.PolicyVersion, ev.Approver, ev.ApprovalLimit, facts(ev.Facts))}, true
 	case domain.CapabilityIssued:
 		return TimelineRow{Time: ev.IssuedAt, Capability: ev.CapabilityID, Outcome: string(domain.CapIssued),
-			Detail: fmt.Sprintf("single use, attempt %d under %s, expires %s", ev.Attempt, ev.DecisionID, stamp(ev.ExpiresAt))}
+			Detail: fmt.Sprintf("single use, attempt %d under %s, expires %s", ev.Attempt, ev.DecisionID, stamp(ev.ExpiresAt))}, true
 	case domain.CapabilityRevoked:
 		return TimelineRow{Time: ev.RevokedAt, Capability: ev.CapabilityID, Outcome: string(domain.CapRevoked),
-			Actor: ev.RevokedBy, Detail: ev.Reason}
+			Actor: ev.RevokedBy, Detail: ev.Reason}, true
 	case domain.Claimed:
 		return TimelineRow{Time: ev.ClaimedAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Message: ev.MessageID,
 			Capability: ev.CapabilityID, Outcome: string(domain.ExecExecuting),
 			Detail: fmt.Sprintf("capability consumed for attempt %d, lease until %s, provider key %s",
-				ev.Attempt, stamp(ev.LeaseExpiresAt), ev.IdempotencyKey)}
+				ev.Attempt, stamp(ev.LeaseExpiresAt), ev.IdempotencyKey)}, true
 	case domain.DeliveryDuplicated:
 		d := "message seen before on this operation; nothing executed, no state changed"
 		if ev.ExecutionID != "" {
 			d = fmt.Sprintf("message seen before; %s still %s; nothing executed, no state changed", ev.ExecutionID, ev.ExecutionState)
 		}
 		return TimelineRow{Time: ev.SeenAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Message: ev.MessageID, Capability: ev.CapabilityID,
-			Outcome: string(domain.StatusDuplicateDelivery), Reason: string(domain.ReasonDeliveryDuplicate), Detail: d}
+			Outcome: string(domain.StatusDuplicateDelivery), Reason: string(domain.ReasonDeliveryDuplicate), Detail: d}, true
 	case domain.PresentationRejected:
 		d := "execution not attempted"
 		if ev.ExecutionAttempted {
@@ -48,29 +49,29 @@ func describe(e domain.Event) TimelineRow {
 			d += "; replay suspected"
 		}
 		return TimelineRow{Time: ev.RejectedAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Message: ev.MessageID, Capability: ev.CapabilityID,
-			Outcome: string(ev.Status), Reason: string(ev.Reason), Detail: joinNonEmpty(d, ev.Detail)}
+			Outcome: string(ev.Status), Reason: string(ev.Reason), Detail: joinNonEmpty(d, ev.Detail)}, true
 	case domain.LeaseRenewed:
 		return TimelineRow{Time: ev.RenewedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch,
-			Detail: "lease until " + stamp(ev.LeaseExpiresAt)}
+			Detail: "lease until " + stamp(ev.LeaseExpiresAt)}, true
 	case domain.OutcomeRecorded:
 		return TimelineRow{Time: ev.RecordedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Outcome: string(ev.Outcome),
-			Detail: joinNonEmpty(ref(ev.ProviderReference), ev.Detail)}
+			Detail: joinNonEmpty(ref(ev.ProviderReference), ev.Detail)}, true
 	case domain.OutcomeUnknown:
 		return TimelineRow{Time: ev.RecordedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Outcome: string(domain.ExecUnknown),
-			Detail: joinNonEmpty("the executor cannot tell whether the effect happened", ev.Cause)}
+			Detail: joinNonEmpty("the executor cannot tell whether the effect happened", ev.Cause)}, true
 	case domain.LeaseLapsed:
 		return TimelineRow{Time: ev.LapsedAt, Execution: ev.ExecutionID, Epoch: ev.ToEpoch, EpochFrom: ev.FromEpoch,
 			Outcome: string(domain.ExecUnknown), Reason: "lease.lapsed",
-			Detail: fmt.Sprintf("lease expired %s; epoch %d fenced off", stamp(ev.LeaseExpiredAt), ev.FromEpoch)}
+			Detail: fmt.Sprintf("lease expired %s; epoch %d fenced off", stamp(ev.LeaseExpiredAt), ev.FromEpoch)}, true
 	case domain.LateOutcomeRecorded:
 		return TimelineRow{Time: ev.RecordedAt, Execution: ev.ExecutionID, Epoch: ev.StaleEpoch, Outcome: string(ev.Outcome),
-			Detail: joinNonEmpty("late evidence from the stale executor", ref(ev.ProviderReference), ev.Detail)}
+			Detail: joinNonEmpty("late evidence from the stale executor", ref(ev.ProviderReference), ev.Detail)}, true
 	case domain.Reconciled:
 		return TimelineRow{Time: ev.ReconciledAt, Actor: ev.Actor, Execution: ev.ExecutionID, Outcome: string(ev.Outcome), Reason: string(ev.Method),
-			Detail: joinNonEmpty(ref(ev.ProviderReference), ev.Evidence)}
+			Detail: joinNonEmpty(ref(ev.ProviderReference), ev.Evidence)}, true
 	case domain.Escalated:
 		return TimelineRow{Time: ev.EscalatedAt, Execution: ev.ExecutionID, Outcome: string(domain.ExecEscalated), Reason: ev.Reason,
-			Detail: ev.Detail}
+			Detail: ev.Detail}, true
 	case domain.WriteRefused:
 		d := fmt.Sprintf("%s refused at epoch %d (current %d)", ev.Command, ev.LeaseEpoch, ev.CurrentEpoch)
 		if ev.Outcome != "" {
@@ -89,9 +90,9 @@ func describe(e domain.Event) TimelineRow {
 			d += " (kept escaped: " + strings.Join(ev.Escaped, ", ") + ")"
 		}
 		return TimelineRow{Time: ev.RefusedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Reason: string(ev.Reason),
-			Detail: joinNonEmpty(d, ref(ev.ProviderReference), ev.Detail)}
+			Detail: joinNonEmpty(d, ref(ev.ProviderReference), ev.Detail)}, true
 	}
-	return TimelineRow{}
+	return TimelineRow{}, false
 }
 
 // zeroDecimal lists ISO 4217 currencies without minor units, so amounts read

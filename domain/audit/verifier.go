@@ -26,6 +26,8 @@ type verifier struct {
 	// boundSeen: a claim carrying a lease secret digest was met (the log was
 	// written by a version that binds leases to their holder from there on).
 	boundSeen bool
+	// unhandled counts events of a type apply has no case for (Checks).
+	unhandled int64
 
 	// The event being checked.
 	rec    *eventstore.RecordedEvent
@@ -47,6 +49,9 @@ func newVerifier(store eventstore.Store, opts VerifyOptions) *verifier {
 func (v *verifier) check(ctx context.Context, rec *eventstore.RecordedEvent, d decodedEvent) error {
 	v.report.Events++
 	v.last = rec.Position
+	if d.ignored != "" {
+		v.ignoredMember(rec, d.ignored)
+	}
 	op, isOperation := domain.OperationIDFromStream(rec.StreamID)
 	switch {
 	case isOperation:
@@ -169,6 +174,7 @@ func (v *verifier) apply(rec *eventstore.RecordedEvent, d decodedEvent, op domai
 			v.emit(S2Decodable, nil, "refused write on %s states secret check %q", ev.ExecutionID, clipText(string(ev.SecretCheck)))
 		}
 	default:
+		v.unhandled++
 		v.emit(S2Decodable, nil, "event type %s is not one this audit knows", rec.Type)
 	}
 }
@@ -322,4 +328,13 @@ func (v *verifier) partial() Report {
 		v.report.Last = v.last.String()
 	}
 	return v.report
+}
+
+// ignoredMember counts an event holding a member this build does not know
+// (information: a newer build's additive field, or tampering).
+func (v *verifier) ignoredMember(rec *eventstore.RecordedEvent, member string) {
+	if v.report.IgnoredMembers == 0 {
+		v.report.FirstIgnored = fmt.Sprintf("%s@%d %s", rec.StreamID, rec.Version, clipText(member))
+	}
+	v.report.IgnoredMembers++
 }
