@@ -58,7 +58,7 @@ type ProviderRefund struct {
 // Provider is the port to the payment provider.
 //
 // CreateRefund never returns a bare error: every failure is classified into an
-// Outcome (see DESIGN.md, outcome classification). It resends only with the
+// Outcome (see docs/design.md, "Outcome classification"). It resends only with the
 // same idempotency key, and starts no new send once ctx is done (ctx is the
 // lease-loss context: cancelled the moment the worker's lease is lost).
 //

@@ -1,6 +1,6 @@
 // Package audit reads the ledger back and checks it: Replay renders one
 // operation's stream as a timeline, Verify streams the whole global log once
-// and checks every invariant of DESIGN.md against it, and ProviderDiff
+// and checks every invariant of docs/design.md against it, and ProviderDiff
 // compares the ledger's completed executions with the provider's own export.
 //
 // Tamper evidence (docs/audit.md): Verify also recomputes every event's hash

@@ -10,7 +10,7 @@ type Invariant struct {
 
 func (i Invariant) String() string { return i.ID + " " + i.Name }
 
-// The invariants, numbered as the audit brief numbers them (DESIGN.md's list
+// The invariants, numbered as the audit brief numbers them (docs/design.md's list
 // differs in places: its invariant 8, store unavailability, leaves no trace
 // in the log to check).
 var (

@@ -20,7 +20,8 @@ type Kind struct {
 	Current int
 	// Write is the version this build writes. It is Current, except in a
 	// release that reads a new version before any build writes it (readers
-	// first); a later release raises it.
+	// first), and 0 for a type this build reads but does not write yet (a
+	// new type, readers first); a later release raises it.
 	Write int
 	// GoType is the event's Go type (a struct, used by value).
 	GoType reflect.Type
@@ -89,7 +90,8 @@ func UpcastDown[From, To any](up func(From) (To, error), down func(To) (From, er
 }
 
 // Writes returns k writing version v instead of its current one: for the
-// release that ships the reader of a new version before any build writes it.
+// release that ships the reader of a new version before any build writes it
+// (v below Current), or of a new type (v = 0: read, never written).
 func (k Kind) Writes(v int) Kind {
 	k.Write = v
 	return k
@@ -104,7 +106,7 @@ func (k Kind) validate() error {
 		return fmt.Errorf("codec: %s: the Go type %s is not a struct", k.Type, k.GoType)
 	case k.Doc == "":
 		return fmt.Errorf("codec: %s: say what the event records (Doc)", k.Type)
-	case k.Write < 1 || k.Write > k.Current:
+	case k.Write < 0 || k.Write > k.Current:
 		return fmt.Errorf("codec: %s: writes version %d, reads versions 1 to %d", k.Type, k.Write, k.Current)
 	}
 	for i, s := range k.steps {
@@ -121,7 +123,7 @@ func (k Kind) validate() error {
 		if s.from == k.GoType {
 			return fmt.Errorf("codec: %s: version %d is read as the current type %s: give it a frozen type of its own", k.Type, i+1, s.from)
 		}
-		if i+1 >= k.Write && s.down == nil {
+		if k.Write > 0 && i+1 >= k.Write && s.down == nil {
 			return fmt.Errorf("codec: %s: writes version %d, so version %d needs a downcast from version %d (UpcastDown)", k.Type, k.Write, i+1, i+2)
 		}
 	}
@@ -159,6 +161,9 @@ func (k *Kind) decode(v int, data []byte) (domain.Event, string, error) {
 func (k *Kind) encode(e domain.Event) ([]byte, error) {
 	if reflect.TypeOf(e) != k.GoType {
 		return nil, fmt.Errorf("encode %s: a %T is not a %s", k.Type, e, k.GoType)
+	}
+	if k.Write == 0 {
+		return nil, fmt.Errorf("encode %s: this build reads the type but does not write it yet (readers first: docs/design.md)", k.Type)
 	}
 	if k.Write == k.Current {
 		return k.encodeCurrent(e)

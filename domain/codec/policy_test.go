@@ -323,6 +323,9 @@ func TestThePreviousReleaseReadsWhatThisBuildWrites(t *testing.T) {
 	for _, r := range []frozenReader{schemaEvolutionRelease, mainBeforeSchemaEvolution} {
 		t.Run(r.name, func(t *testing.T) {
 			for _, e := range codectest.Samples() {
+				if k, _ := codec.Lookup(e.EventType()); k.Write == 0 {
+					continue // read, not written by this build
+				}
 				enc, err := codec.Encode(e, domain.Metadata{Actor: "worker-a", RecordedAt: time.Date(2026, 11, 26, 14, 2, 30, 0, time.UTC)})
 				require.NoError(t, err)
 				newest, known := r.versions[enc.Type]
@@ -344,6 +347,9 @@ func TestThePreviousReleaseReadsWhatThisBuildWrites(t *testing.T) {
 // says so, never misread.
 func TestThePreviousReleaseMeetsANewerWritersEvents(t *testing.T) {
 	for _, e := range codectest.Samples() {
+		if k, _ := codec.Lookup(e.EventType()); k.Write == 0 {
+			continue // read, not written by this build
+		}
 		t.Run(e.EventType(), func(t *testing.T) {
 			enc, err := codec.Encode(e, domain.Metadata{RecordedAt: time.Date(2026, 11, 26, 14, 2, 30, 0, time.UTC)})
 			require.NoError(t, err)

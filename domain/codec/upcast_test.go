@@ -175,7 +175,7 @@ func TestARegistryRefusesVersionsThatDoNotChain(t *testing.T) {
 		{"a step upcasts to the wrong type", []codec.Kind{codec.Event[Pinged]("p", codec.Upcast(pingedV1toV2))},
 			"version 1 upcasts to codec_test.pingedV2, but version 2 is codec_test.Pinged"},
 		{"a write version above the current", []codec.Kind{codec.Event[Pinged]("p").Writes(2)}, "writes version 2, reads versions 1 to 1"},
-		{"a write version of 0", []codec.Kind{codec.Event[Pinged]("p").Writes(0)}, "writes version 0"},
+		{"a negative write version", []codec.Kind{codec.Event[Pinged]("p").Writes(-1)}, "writes version -1"},
 		{"an older version written without a downcast",
 			[]codec.Kind{codec.Event[Pinged]("p", codec.Upcast(pingedV1toV2), codec.Upcast(pingedV2toV3)).Writes(2)},
 			"writes version 2, so version 2 needs a downcast from version 3"},
@@ -190,4 +190,18 @@ func TestARegistryRefusesVersionsThatDoNotChain(t *testing.T) {
 			require.ErrorContains(t, err, c.want)
 		})
 	}
+}
+
+// TestANewTypeIsReadBeforeItIsWritten: readers first for a new type too. A
+// release that registers it with Writes(0) reads it (a newer build may
+// already write it) and refuses to write it.
+func TestANewTypeIsReadBeforeItIsWritten(t *testing.T) {
+	r, err := codec.NewRegistry(codec.Event[Pinged]("a target pinged (test only)",
+		codec.Upcast(pingedV1toV2), codec.Upcast(pingedV2toV3)).Writes(0))
+	require.NoError(t, err)
+	d, err := r.Decode("Pinged", []byte(pingedV3JSON), metaAt(3))
+	require.NoError(t, err)
+	require.Equal(t, 3, d.Event.(Pinged).Attempts)
+	_, err = r.Encode(Pinged{Target: "db.internal:5432", Attempts: 1, At: pingedAt}, domain.Metadata{})
+	require.ErrorContains(t, err, "this build reads the type but does not write it yet")
 }

@@ -8,9 +8,15 @@
 //
 // Layout (embedded from testdata/):
 //
-//	events/<Type>/v<N>.json          one event of version N, written by the code of version N
-//	events/<Type>/v<N>-<variant>.json  an older shape of version N, written by hand from the code's history
-//	logs/<name>.jsonl                a whole log: a header line, then one stored event per line in global order
+//	events/<Type>/v<N>.json              one event of version N, written by the code of version N
+//	events/<Type>/v<N>-<variant>.json    an older shape of version N, written by the code of an older commit
+//	events/<Type>/<fixture>.reads-as.json  what a fixture older than its type's current version reads as
+//	logs/<name>.jsonl                    a whole log: a header line, then one stored event per line in global order
+//
+// Only the reads-as files change: when a type gains a version, each of its
+// older fixtures reads as the new shape, which its reads-as file states
+// (TestEveryFixtureReads -update writes a missing one from what this build
+// reads; review it as you would a golden file).
 package codectest
 
 import (
@@ -50,10 +56,17 @@ type Fixture struct {
 	// stored, byte for byte, for a fixture a writer wrote.
 	Metadata json.RawMessage `json:"metadata"`
 	Data     json.RawMessage `json:"data"`
-	// Expect, for a fixture older than its type's current version, is the
-	// event in the current shape that the fixture must read as.
-	Expect json.RawMessage `json:"expect,omitempty"`
+	// ReadsAs, for a fixture older than its type's current version, is the
+	// event in the current shape that it must read as (the sibling file
+	// <fixture>.reads-as.json); nil when there is none.
+	ReadsAs json.RawMessage `json:"-"`
 }
+
+// readsAsSuffix ends the name of a fixture's reads-as file.
+const readsAsSuffix = ".reads-as.json"
+
+// ReadsAsPath is the path under testdata of fixture f's reads-as file.
+func (f Fixture) ReadsAsPath() string { return strings.TrimSuffix(f.Path, ".json") + readsAsSuffix }
 
 // EventData returns the fixture as an event to append.
 func (f Fixture) EventData() eventstore.EventData {
@@ -69,6 +82,9 @@ func Fixtures() ([]Fixture, error) {
 	slices.Sort(paths)
 	out := make([]Fixture, 0, len(paths))
 	for _, p := range paths {
+		if strings.HasSuffix(p, readsAsSuffix) {
+			continue
+		}
 		f, err := readFixture(p)
 		if err != nil {
 			return nil, err
@@ -102,7 +118,12 @@ func readFixture(p string) (Fixture, error) {
 		return Fixture{}, fmt.Errorf("fixture %s: holds a %s, its directory says %s", p, f.Type, path.Base(dir))
 	}
 	f.Variant = variant
-	for _, m := range []*json.RawMessage{&f.Metadata, &f.Data, &f.Expect} {
+	if raw, err := testdata.ReadFile("testdata/" + f.ReadsAsPath()); err == nil {
+		f.ReadsAs = raw
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return Fixture{}, err
+	}
+	for _, m := range []*json.RawMessage{&f.Metadata, &f.Data, &f.ReadsAs} {
 		if len(*m) == 0 {
 			continue
 		}
