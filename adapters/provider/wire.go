@@ -83,4 +83,3 @@ func newWire(p domain.ProviderProfile) (wire, error) {
 	}
 	return nil, fmt.Errorf("profile %s: unknown api %q (known: %v)", p.Name, p.API, APIs)
 }
-
