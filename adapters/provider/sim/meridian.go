@@ -127,7 +127,8 @@ func (meridianDialect) parse(contentType string, body []byte, referenceKey strin
 	return p, nil
 }
 
-// meridianField names a parameter of the engine by Meridian's field name.
+// meridianField names a parameter the engine validated by Meridian's field
+// name.
 func meridianField(param string) string {
 	switch {
 	case param == "amount":
@@ -167,7 +168,11 @@ func (meridianDialect) errorAnswer(e *apiError) answer {
 	case e.status == http.StatusServiceUnavailable:
 		code = meridianServiceUnavailable
 	}
-	return answer{status: status, body: mustJSON(meridianErrorBody{ErrorCode: code, Message: e.Message, Field: meridianField(e.Param)})}
+	field := e.Param // a parse error names Meridian's own field already
+	if !e.malformed {
+		field = meridianField(e.Param)
+	}
+	return answer{status: status, body: mustJSON(meridianErrorBody{ErrorCode: code, Message: e.Message, Field: field})}
 }
 
 func (meridianDialect) created(r *refund) answer {
