@@ -142,7 +142,9 @@ func TestReconcilerOnMeridianRetrieveThatKeepsFailingEscalates(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, fixtureOptions{profile: provider.Meridian})
 	c := f.unknown("OP-1")["OP-1"]
-	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) { cfg.Provider = failingLookup{f.client, "HTTP 503 SERVICE_UNAVAILABLE"} })
+	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
+		cfg.Provider = failingLookup{f.client, "HTTP 503 SERVICE_UNAVAILABLE"}
+	})
 	for round := 1; round <= 3; round++ {
 		steps, err := r.ReconcileOnce(f.ctx)
 		require.NoError(t, err)
