@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -43,17 +44,52 @@ type RefundResult struct {
 	Detail            string // why, in words: status code, error class, provider message
 }
 
-// ProviderRefund is one refund as the provider's lookup reports it.
-type ProviderRefund struct {
-	ID             string
-	OperationID    string
-	IdempotencyKey string
-	Status         string // "succeeded", "failed" or "pending"
+// EffectState is what a provider's read says of one effect, in the model's
+// words. An adapter maps its provider's statuses onto these four; the model
+// never sees a provider's own status.
+type EffectState string
+
+const (
+	// EffectApplied: the provider reports the effect took place.
+	EffectApplied EffectState = "applied"
+	// EffectNotApplied: the provider reports the effect will not take
+	// place (failed, declined, cancelled): nothing moved.
+	EffectNotApplied EffectState = "not-applied"
+	// EffectInProgress: the provider has not settled it yet; ask again.
+	EffectInProgress EffectState = "in-progress"
+	// EffectUnknown: the provider's status says neither (a status its
+	// adapter does not document). Never read as applied or not applied.
+	EffectUnknown EffectState = "unknown"
+)
+
+// Valid reports whether s is one of the four states.
+func (s EffectState) Valid() bool {
+	return s == EffectApplied || s == EffectNotApplied || s == EffectInProgress || s == EffectUnknown
+}
+
+// ProviderEffect is one effect (for refunds: one refund) as a provider's
+// read reports it.
+type ProviderEffect struct {
+	// Reference is the provider's own id of the effect.
+	Reference string
+	// OperationID is our reference as the provider holds it; empty when the
+	// provider's answer does not carry it.
+	OperationID OperationID
+	// IdempotencyKey is the key the effect was made under; empty when the
+	// provider's answer does not say.
+	IdempotencyKey IdempotencyKey
+	State          EffectState
 	AmountMinor    int64
 	Currency       string
 	CreatedAt      time.Time
-	FailureReason  string
+	// Detail is the provider's own words: its status, a failure reason.
+	// Hostile text: quote it escaped (EvidenceText).
+	Detail string
 }
+
+// ErrReadUnsupported is returned by a Provider read the provider does not
+// offer (see ProviderProfile): the caller must treat it as "cannot tell".
+var ErrReadUnsupported = errors.New("the provider does not offer this read")
 
 // Provider is the port to the payment provider.
 //
@@ -62,10 +98,17 @@ type ProviderRefund struct {
 // same idempotency key, and starts no new send once ctx is done (ctx is the
 // lease-loss context: cancelled the moment the worker's lease is lost).
 //
-// LookupRefunds asks the provider, without side effects, for refunds carrying
-// our own reference (metadata operation_id). An error means the provider could
-// not tell; the caller must not read it as "not found".
+// The reads have no side effect. An error means the provider could not tell
+// (the caller must never read it as "not found"); a read the provider does
+// not offer returns ErrReadUnsupported without asking anything.
+//
+//   - LookupByReference returns the effects the provider holds under our own
+//     reference (the profile's ReferenceField), possibly none.
+//   - RetrieveByKey returns the effect made under key, and found = false
+//     when the provider affirmatively holds none (within its key retention,
+//     nothing was committed under the key).
 type Provider interface {
 	CreateRefund(ctx context.Context, req RefundRequest) RefundResult
-	LookupRefunds(ctx context.Context, op OperationID) ([]ProviderRefund, error)
+	LookupByReference(ctx context.Context, op OperationID) ([]ProviderEffect, error)
+	RetrieveByKey(ctx context.Context, key IdempotencyKey) (effect ProviderEffect, found bool, err error)
 }

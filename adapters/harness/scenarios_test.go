@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/harness"
+	"opledger/adapters/provider"
 	"opledger/adapters/provider/sim"
 	"opledger/domain"
 	"opledger/domain/ledger"
@@ -185,7 +186,7 @@ func TestReplayedCapabilityRejectedBeforeProvider(t *testing.T) {
 }
 
 func testReplayedCapabilityRejectedBeforeProvider(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 1)
+	s := newScenarioOn(t, on, provider.StripeV1, 1)
 	r := s.approve()
 	a := s.worker("worker-a")
 	first := s.deliver(a, r.Delivery("MSG-55A"))
@@ -212,7 +213,7 @@ func TestReplayAfterProviderPrunedKeyCannotRefundAgain(t *testing.T) {
 }
 
 func testReplayAfterProviderPrunedKeyCannotRefundAgain(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 1)
+	s := newScenarioOn(t, on, provider.StripeV1, 1)
 	r := s.approve()
 	a := s.worker("worker-a")
 	s.deliver(a, r.Delivery("MSG-55A"))
@@ -230,7 +231,7 @@ func TestLostResponseIsUnknownAndRedeliveryDoesNotResend(t *testing.T) {
 }
 
 func testLostResponseIsUnknownAndRedeliveryDoesNotResend(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 1)
+	s := newScenarioOn(t, on, provider.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultLoseResponseAfterCommit)
 	a := s.worker("worker-a")
@@ -256,7 +257,7 @@ func TestDuplicateWhileHeldLeavesExecuting(t *testing.T) {
 }
 
 func testDuplicateWhileHeldLeavesExecuting(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 1)
+	s := newScenarioOn(t, on, provider.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultHoldResponse)
 	a, b := s.worker("worker-a"), s.worker("worker-b")
@@ -282,7 +283,7 @@ func TestSecondCapabilityWhileUnknownOpensNothing(t *testing.T) {
 }
 
 func testSecondCapabilityWhileUnknownOpensNothing(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 1)
+	s := newScenarioOn(t, on, provider.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultLoseResponseAfterCommit)
 	a := s.worker("worker-a")
@@ -307,7 +308,7 @@ func TestThursdayAndFriday(t *testing.T) {
 }
 
 func testThursdayAndFriday(t *testing.T, on backend) {
-	for _, profile := range []domain.ProviderProfile{domain.StripeV1, domain.StripeV2} {
+	for _, profile := range []domain.ProviderProfile{provider.StripeV1, provider.StripeV2, provider.Meridian} {
 		t.Run(profile.Name, func(t *testing.T) {
 			s := newScenarioOn(t, on, profile, 1)
 			at := func(hms string) {
@@ -346,7 +347,8 @@ func testThursdayAndFriday(t *testing.T, on backend) {
 			st := s.state()
 			require.Equal(t, domain.OpUnknown, st.Status())
 			require.Equal(t, int64(2), st.Executions[0].LeaseEpoch)
-			// 14:05 reconciliation finds the refund by OP-4471: Completed; nothing resent.
+			// 14:05 reconciliation finds the refund (by OP-4471, or for Meridian
+			// by the execution's key): Completed; nothing resent.
 			at("14:05:00")
 			require.Equal(t, []string{"completed"}, s.reconcile())
 			require.Equal(t, domain.OpCompleted, s.state().Status())
@@ -371,7 +373,7 @@ func TestRacingWorkersSeparatePools(t *testing.T) {
 }
 
 func testRacingWorkersSeparatePools(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 1)
+	s := newScenarioOn(t, on, provider.StripeV1, 1)
 	r := s.approve()
 	other := s.another()
 	h2, err := ledger.New(ledger.Config{Store: other, Clock: s.w.Clock})
@@ -412,7 +414,7 @@ func TestStaleWorkerLateResultResolvesOnlyItsOwnExecution(t *testing.T) {
 }
 
 func testStaleWorkerLateResultResolvesOnlyItsOwnExecution(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 1)
+	s := newScenarioOn(t, on, provider.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultHoldResponse)
 	a := s.worker("worker-a")
@@ -438,7 +440,7 @@ func TestLostLeaseStopsFurtherSends(t *testing.T) {
 }
 
 func testLostLeaseStopsFurtherSends(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 3)
+	s := newScenarioOn(t, on, provider.StripeV1, 3)
 	r := s.approve()
 	s.arm(sim.Fault5xxBeforeCommit) // the first send fails ambiguously; the client will want to resend
 	a := s.worker("worker-a")
@@ -465,7 +467,7 @@ func TestKeyIdenticalOnEveryResend(t *testing.T) {
 }
 
 func testKeyIdenticalOnEveryResend(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 3)
+	s := newScenarioOn(t, on, provider.StripeV1, 3)
 	r := s.approve()
 	s.arm(sim.FaultLoseResponseAfterCommit)
 	a := s.worker("worker-a")
@@ -490,7 +492,7 @@ func TestNotAppliedThenNewDecision(t *testing.T) {
 }
 
 func testNotAppliedThenNewDecision(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 1)
+	s := newScenarioOn(t, on, provider.StripeV1, 1)
 	r := s.approve()
 	s.arm(sim.FaultDropConnectionBeforeRead) // bytes written, no answer: Unknown
 	a := s.worker("worker-a")
@@ -528,7 +530,7 @@ func TestStoreUnreachableNoRequest(t *testing.T) {
 }
 
 func testStoreUnreachableNoRequest(t *testing.T, on backend) {
-	s := newScenarioOn(t, on, domain.StripeV1, 1)
+	s := newScenarioOn(t, on, provider.StripeV1, 1)
 	r := s.approve()
 	dead := on.dead(t)
 	h, err := ledger.New(ledger.Config{Store: dead, Clock: s.w.Clock, MaxAppendRetries: 1, AppendRetryBackoff: time.Millisecond})

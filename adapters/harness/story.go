@@ -73,8 +73,8 @@ func RunStory(ctx context.Context, w *World, out io.Writer, courier Courier) (Su
 	if resA.Claim.Claimed == nil {
 		return sum, fmt.Errorf("story: worker A's claim was %s (%s)", resA.Claim.Status, resA.Claim.Reason)
 	}
-	line("worker A receives %s: %s execution %s (lease epoch 1), sends POST /v1/refunds with key %s",
-		resA.Claim.Claimed.MessageID, resA.Claim.Status, resA.Claim.ExecutionID, resA.Claim.Claimed.IdempotencyKey)
+	line("worker A receives %s: %s execution %s (lease epoch 1), sends the refund to %s with key %s",
+		resA.Claim.Claimed.MessageID, resA.Claim.Status, resA.Claim.ExecutionID, w.Profile.Name, resA.Claim.Claimed.IdempotencyKey)
 	line("the provider created the refund; the response is lost (%s) and worker A's process is recycled before it records anything", resA.Outcome)
 
 	at(hms(14, 2, 44))
@@ -107,7 +107,7 @@ func RunStory(ctx context.Context, w *World, out io.Writer, courier Courier) (Su
 			if st.Verdict == "completed" || st.Verdict == "not-applied" {
 				sum.UnknownReconciled++
 			}
-			line("the reconciler looks up %s at the provider: %s (%s)", st.Ref.OperationID, st.Verdict, st.Detail)
+			line("the reconciler asks the provider about %s: %s (%s)", st.Ref.OperationID, st.Verdict, st.Detail)
 		}
 		steps += len(s)
 		return len(s), err

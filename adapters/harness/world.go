@@ -28,7 +28,10 @@ import (
 
 // Options configures a World. Zero values take defaults.
 type Options struct {
-	Store   eventstore.Store // required
+	Store eventstore.Store // required
+	// Profile is the provider's (default provider.StripeV1): the client
+	// speaks its API, the simulator models it, the reconciler decides from
+	// its capabilities.
 	Profile domain.ProviderProfile
 	// Start is the clock's reading at New (default: Thursday 14:02:10 UTC of
 	// the seed story).
@@ -77,7 +80,7 @@ func New(opts Options) (*World, error) {
 		return nil, fmt.Errorf("harness: Store is required")
 	}
 	if opts.Profile.Name == "" {
-		opts.Profile = domain.StripeV1
+		opts.Profile = provider.StripeV1
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -93,11 +96,12 @@ func New(opts Options) (*World, error) {
 	}
 	w.SimURL = opts.ProviderURL
 	if w.SimURL == "" {
-		p, err := sim.ParseProfile(opts.Profile.Name)
+		simCfg, err := sim.ConfigFor(opts.Profile)
 		if err != nil {
 			return nil, err
 		}
-		w.Sim, err = sim.New(sim.Config{Profile: p, Clock: w.Clock.Now, Logger: opts.Logger})
+		simCfg.Clock, simCfg.Logger = w.Clock.Now, opts.Logger
+		w.Sim, err = sim.New(simCfg)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +109,7 @@ func New(opts Options) (*World, error) {
 		w.SimURL = w.server.URL
 	}
 	w.Provider, err = provider.New(provider.Config{
-		BaseURL: w.SimURL, MaxAttempts: cmp.Or(opts.ClientAttempts, 3), Timeout: 10 * time.Second,
+		Profile: opts.Profile, BaseURL: w.SimURL, MaxAttempts: cmp.Or(opts.ClientAttempts, 3), Timeout: 10 * time.Second,
 		After: w.ClientTimers.After, Logger: opts.Logger,
 	})
 	if err != nil {

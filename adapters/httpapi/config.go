@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"opledger/adapters/provider"
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
@@ -47,7 +48,7 @@ type Config struct {
 	// Schema is the read models' schema (default projections.DefaultSchema).
 	Schema string
 	// Profile is the provider profile: decisions take its key policy
-	// (default domain.StripeV1).
+	// (default provider.StripeV1).
 	Profile domain.ProviderProfile
 	// CapabilityTTL is how long an issued capability lives (default
 	// domain.DefaultCapabilityTTL).
@@ -88,7 +89,7 @@ type Config struct {
 func (c *Config) setDefaults() {
 	c.Schema = cmp.Or(c.Schema, projections.DefaultSchema)
 	if c.Profile.Name == "" {
-		c.Profile = domain.StripeV1
+		c.Profile = provider.StripeV1
 	}
 	c.CapabilityTTL = cmp.Or(c.CapabilityTTL, domain.DefaultCapabilityTTL)
 	if c.Metrics == nil {

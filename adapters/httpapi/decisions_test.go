@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/httpapi"
+	"opledger/adapters/provider"
 	"opledger/domain"
 )
 
 func TestDecisions(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *httpapi.Config) { c.Profile = domain.StripeV2; c.CapabilityTTL = 10 * time.Minute })
+	e := newEnv(t, func(c *httpapi.Config) { c.Profile = provider.StripeV2; c.CapabilityTTL = 10 * time.Minute })
 	op := e.create("decide-1")
 	path := "/v1/operations/" + string(op) + "/decisions"
 

@@ -55,7 +55,7 @@ func TestClassifyResponse(t *testing.T) {
 			if c.replayed {
 				h.Set("Idempotent-Replayed", "true")
 			}
-			r := classifyResponse(req, c.status, h, []byte(c.body))
+			r := stripeWire{referenceKey: metaOperationID, lookup: true}.classify(req, c.status, h, []byte(c.body))
 			require.Equal(t, c.outcome, r.outcome, r.detail)
 			require.Equal(t, c.retryable, r.retryable, r.detail)
 			require.Equal(t, c.reference, r.reference)

@@ -7,19 +7,22 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"opledger/domain"
 )
 
-// Client is the refunds API adapter. It is safe for concurrent use.
+// Client is the provider adapter behind domain.Provider: one client for
+// every provider, speaking to each through its wire adapter (the profile's
+// API). It is safe for concurrent use.
 type Client struct {
-	cfg        Config
-	http       *http.Client
-	refundsURL string
-	log        *slog.Logger
+	cfg     Config
+	http    *http.Client
+	baseURL string // escaped, without a trailing slash, query or fragment
+	wire    wire
+	profile domain.ProviderProfile
+	log     *slog.Logger
 }
 
 var _ domain.Provider = (*Client)(nil)
@@ -31,16 +34,28 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	w, err := newWire(cfg.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("provider client config: %w", err)
+	}
 	hc := *cfg.HTTPClient // a copy: the caller's client is not modified
 	hc.Timeout = 0        // the per-send timeout is applied through the request context
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Client{
-		cfg:        cfg,
-		http:       &hc,
-		refundsURL: base.JoinPath("v1", "refunds").String(),
-		log:        cfg.Logger.With("component", "provider-client", "provider", base.Host),
+		cfg:     cfg,
+		http:    &hc,
+		baseURL: baseURL(base),
+		wire:    w,
+		profile: cfg.Profile,
+		log:     cfg.Logger.With("component", "provider-client", "provider", base.Host, "profile", cfg.Profile.Name),
 	}, nil
 }
+
+// Profile is the profile the client speaks by.
+func (c *Client) Profile() domain.ProviderProfile { return c.profile }
+
+// target is path (escaped, with its query) under the base URL.
+func (c *Client) target(path string) string { return c.baseURL + path }
 
 // CreateRefund asks the provider to refund req and classifies what happened;
 // it never returns a bare error (see the package doc for the tables). It
@@ -50,10 +65,15 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 	if err := validateRefundRequest(req); err != nil {
 		return domain.RefundResult{Outcome: domain.NotApplied, Detail: "not sent: " + err.Error()}
 	}
-	body := []byte(refundForm(req).Encode())
+	if err := c.wire.validate(req); err != nil {
+		return domain.RefundResult{Outcome: domain.NotApplied, Detail: "not sent: " + err.Error()}
+	}
+	path, wireHeader, body := c.wire.create(req)
 	header := c.baseHeader()
-	header.Set("Content-Type", "application/x-www-form-urlencoded")
-	header.Set("Idempotency-Key", string(req.IdempotencyKey))
+	for k, vs := range wireHeader {
+		header[k] = vs
+	}
+	target := c.target(path)
 
 	sends := make([]sendResult, 0, c.cfg.MaxAttempts)
 	stop := ""
@@ -69,7 +89,7 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 			break
 		}
 		start := c.cfg.Now()
-		r := c.sendCreate(ctx, req, body, header)
+		r := c.sendCreate(ctx, req, target, body, header)
 		c.report(ctx, Send{
 			Kind: SendCreate, OperationID: req.OperationID, IdempotencyKey: req.IdempotencyKey, Attempt: attempt,
 			Outcome: r.outcome, StatusCode: r.status, Replayed: r.replayed, Retryable: r.retryable, Detail: r.detail,
@@ -91,12 +111,12 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 	return result
 }
 
-func (c *Client) sendCreate(ctx context.Context, req domain.RefundRequest, body []byte, header http.Header) sendResult {
-	x := c.exchange(ctx, http.MethodPost, c.refundsURL, body, header)
+func (c *Client) sendCreate(ctx context.Context, req domain.RefundRequest, target string, body []byte, header http.Header) sendResult {
+	x := c.exchange(ctx, http.MethodPost, target, body, header)
 	if x.fail != nil {
 		return *x.fail
 	}
-	return classifyResponse(req, x.status, x.header, x.body)
+	return c.wire.classify(req, x.status, x.header, x.body)
 }
 
 // conclude classifies the whole call from its sends (package doc, "the
@@ -182,26 +202,18 @@ func (c *Client) baseHeader() http.Header {
 	return h
 }
 
-// refundForm is the creation body: the same bytes on every send.
-func refundForm(req domain.RefundRequest) url.Values {
-	return url.Values{
-		"amount":                               {strconv.FormatInt(req.AmountMinor, 10)},
-		"currency":                             {strings.ToLower(req.Currency)},
-		"order":                                {req.OrderID},
-		"metadata[" + metaOperationID + "]":    {string(req.OperationID)},
-		"metadata[" + metaIdempotencyKey + "]": {string(req.IdempotencyKey)},
-	}
+func baseURL(base *url.URL) string {
+	u := *base
+	u.RawQuery, u.Fragment, u.RawFragment = "", "", ""
+	return strings.TrimSuffix(u.String(), "/")
 }
 
-// maxKeyLength is the longest idempotency key Stripe accepts.
-const maxKeyLength = 255
-
+// validateRefundRequest refuses what no provider can be sent; each wire
+// adds its own limits.
 func validateRefundRequest(req domain.RefundRequest) error {
 	switch {
 	case req.IdempotencyKey == "":
 		return fmt.Errorf("invalid refund request: empty idempotency key")
-	case len(req.IdempotencyKey) > maxKeyLength:
-		return fmt.Errorf("invalid refund request: idempotency key longer than %d bytes", maxKeyLength)
 	case req.OperationID == "":
 		return fmt.Errorf("invalid refund request: empty operation id")
 	case req.OrderID == "":

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"opledger/domain"
 )
 
 // Defaults and bounds of Config.
@@ -25,6 +27,10 @@ const (
 
 // Config configures a Client.
 type Config struct {
+	// Profile is what the provider documents (its wire adapter, its reads,
+	// the metadata key of our reference); zero means StripeV1. A profile
+	// that claims a read its API does not have is refused.
+	Profile domain.ProviderProfile
 	// BaseURL is the provider's root, e.g. "https://api.example.com" or the
 	// simulator's URL. Required; http or https.
 	BaseURL string
@@ -52,6 +58,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.Profile.Name == "" {
+		c.Profile = StripeV1
+	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
@@ -84,6 +93,9 @@ func (c *Config) validate() (*url.URL, error) {
 		errs = append(errs, fmt.Errorf("base URL %q has no host", base.Redacted()))
 	case base.User != nil:
 		errs = append(errs, errors.New("base URL must not carry credentials: use APIKey"))
+	}
+	if err := c.Profile.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %s is negative", c.Timeout))

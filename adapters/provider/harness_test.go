@@ -18,10 +18,11 @@ var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // env is a simulator served by httptest and the sends a client reported.
 type env struct {
-	t     *testing.T
-	sim   *sim.Simulator
-	srv   *httptest.Server
-	sends *sendLog
+	t       *testing.T
+	profile domain.ProviderProfile // the built-in profile of the simulated provider
+	sim     *sim.Simulator
+	srv     *httptest.Server
+	sends   *sendLog
 }
 
 func newEnv(t *testing.T, profile sim.Profile) *env {
@@ -31,7 +32,9 @@ func newEnv(t *testing.T, profile sim.Profile) *env {
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	t.Cleanup(s.Close) // before srv.Close: ends holds and delays
-	return &env{t: t, sim: s, srv: srv, sends: &sendLog{}}
+	p, ok := provider.BuiltinProfile(string(profile))
+	require.True(t, ok, profile)
+	return &env{t: t, profile: p, sim: s, srv: srv, sends: &sendLog{}}
 }
 
 // client returns a client of the simulator whose back-off elapses at once,
@@ -39,6 +42,7 @@ func newEnv(t *testing.T, profile sim.Profile) *env {
 func (e *env) client(adjust ...func(*provider.Config)) *provider.Client {
 	e.t.Helper()
 	cfg := provider.Config{
+		Profile:  e.profile,
 		BaseURL:  e.srv.URL,
 		Observer: e.sends,
 		After:    immediately,

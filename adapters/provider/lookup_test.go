@@ -21,14 +21,14 @@ func TestLookupFindsRefundsByOperation(t *testing.T) {
 	require.Equal(t, domain.Completed, created.Outcome)
 	c.CreateRefund(t.Context(), refundRequest("OP-2"))
 
-	refunds, err := c.LookupRefunds(t.Context(), "OP-1")
+	refunds, err := c.LookupByReference(t.Context(), "OP-1")
 	require.NoError(t, err)
-	require.Equal(t, []domain.ProviderRefund{{
-		ID: created.ProviderReference, OperationID: "OP-1", IdempotencyKey: "refund-OP-1-a1", Status: "succeeded",
-		AmountMinor: 12000, Currency: "eur", CreatedAt: t0,
+	require.Equal(t, []domain.ProviderEffect{{
+		Reference: created.ProviderReference, OperationID: "OP-1", IdempotencyKey: "refund-OP-1-a1", State: domain.EffectApplied,
+		AmountMinor: 12000, Currency: "eur", CreatedAt: t0, Detail: `status "succeeded"`,
 	}}, refunds)
 
-	none, err := c.LookupRefunds(t.Context(), "OP-3")
+	none, err := c.LookupByReference(t.Context(), "OP-3")
 	require.NoError(t, err)
 	require.NotNil(t, none)
 	require.Empty(t, none)
@@ -42,13 +42,13 @@ func TestLookupFailuresAreErrors(t *testing.T) {
 	t.Run("dead port", func(t *testing.T) {
 		c, err := provider.New(provider.Config{BaseURL: "http://" + deadAddr(t), After: immediately})
 		require.NoError(t, err)
-		refunds, err := c.LookupRefunds(t.Context(), "OP-1")
+		refunds, err := c.LookupByReference(t.Context(), "OP-1")
 		require.Error(t, err)
 		require.Nil(t, refunds)
 	})
 	t.Run("empty operation", func(t *testing.T) {
 		e := newEnv(t, sim.ProfileStripeV1)
-		_, err := e.client().LookupRefunds(t.Context(), "")
+		_, err := e.client().LookupByReference(t.Context(), "")
 		require.Error(t, err)
 		e.requireLedger(0, 0, 0)
 	})
@@ -59,14 +59,13 @@ func TestLookupFailuresAreErrors(t *testing.T) {
 		"no data":         `{"object":"list"}`,
 		"paginated":       `{"object":"list","data":[],"has_more":true}`,
 		"other operation": `{"object":"list","data":[{"id":"re_1","object":"refund","amount":5,"currency":"eur","status":"succeeded","created":1,"metadata":{"operation_id":"OP-2"}}]}`,
-		"unknown status":  `{"object":"list","data":[{"id":"re_1","object":"refund","amount":5,"currency":"eur","status":"weird","created":1,"metadata":{"operation_id":"OP-1"}}]}`,
 		"no amount":       `{"object":"list","data":[{"id":"re_1","object":"refund","currency":"eur","status":"succeeded","created":1,"metadata":{"operation_id":"OP-1"}}]}`,
 	}
 	for name, body := range bodies {
 		t.Run(name, func(t *testing.T) {
 			var requests atomic.Int32
 			c := fixedServer(t, &requests, http.StatusOK, body)
-			refunds, err := c.LookupRefunds(t.Context(), "OP-1")
+			refunds, err := c.LookupByReference(t.Context(), "OP-1")
 			require.Error(t, err)
 			require.Nil(t, refunds)
 			require.EqualValues(t, 1, requests.Load(), "a malformed answer is not asked again")
@@ -76,25 +75,36 @@ func TestLookupFailuresAreErrors(t *testing.T) {
 	t.Run("5xx is retried, then an error", func(t *testing.T) {
 		var requests atomic.Int32
 		c := fixedServer(t, &requests, http.StatusServiceUnavailable, `{"error":{"type":"api_error","message":"down"}}`)
-		_, err := c.LookupRefunds(t.Context(), "OP-1")
+		_, err := c.LookupByReference(t.Context(), "OP-1")
 		require.ErrorContains(t, err, "HTTP 503")
 		require.EqualValues(t, provider.DefaultMaxAttempts, requests.Load())
 	})
 }
 
+// Stripe's statuses map onto the model's states; a status the adapter does
+// not document is EffectUnknown, which reconciliation never resolves on.
 func TestLookupMapsStripeStatuses(t *testing.T) {
 	var requests atomic.Int32
 	c := fixedServer(t, &requests, http.StatusOK, `{"object":"list","has_more":false,"data":[
 		{"id":"re_2","object":"refund","amount":5,"currency":"eur","status":"canceled","created":1700000000,"metadata":{"operation_id":"OP-1"}},
-		{"id":"re_1","object":"refund","amount":5,"currency":"eur","status":"requires_action","created":1700000000,"metadata":{"operation_id":"OP-1","idempotency_key":"refund-OP-1-a1"}}]}`)
-	refunds, err := c.LookupRefunds(t.Context(), "OP-1")
+		{"id":"re_1","object":"refund","amount":5,"currency":"eur","status":"requires_action","created":1700000000,"metadata":{"operation_id":"OP-1","idempotency_key":"refund-OP-1-a1"}},
+		{"id":"re_3","object":"refund","amount":5,"currency":"eur","status":"failed","failure_reason":"expired_or_canceled_card","created":1700000000,"metadata":{"operation_id":"OP-1"}},
+		{"id":"re_4","object":"refund","amount":5,"currency":"eur","status":"weird","created":1700000000,"metadata":{"operation_id":"OP-1"}},
+		{"id":"re_5","object":"refund","amount":5,"currency":"eur","status":"succeeded","created":1700000000,"metadata":{"operation_id":"OP-1"}},
+		{"id":"re_6","object":"refund","amount":5,"currency":"eur","status":"pending","created":1700000000,"metadata":{"operation_id":"OP-1"}}]}`)
+	refunds, err := c.LookupByReference(t.Context(), "OP-1")
 	require.NoError(t, err)
-	require.Equal(t, []domain.ProviderRefund{
-		{ID: "re_2", OperationID: "OP-1", Status: "failed", FailureReason: "canceled", AmountMinor: 5, Currency: "eur",
-			CreatedAt: time.Unix(1700000000, 0).UTC()},
-		{ID: "re_1", OperationID: "OP-1", IdempotencyKey: "refund-OP-1-a1", Status: "pending", AmountMinor: 5, Currency: "eur",
-			CreatedAt: time.Unix(1700000000, 0).UTC()},
+	at := time.Unix(1700000000, 0).UTC()
+	require.Equal(t, []domain.ProviderEffect{
+		{Reference: "re_2", OperationID: "OP-1", State: domain.EffectNotApplied, Detail: `status "canceled"`, AmountMinor: 5, Currency: "eur", CreatedAt: at},
+		{Reference: "re_1", OperationID: "OP-1", IdempotencyKey: "refund-OP-1-a1", State: domain.EffectInProgress, Detail: `status "requires_action"`,
+			AmountMinor: 5, Currency: "eur", CreatedAt: at},
+		{Reference: "re_3", OperationID: "OP-1", State: domain.EffectNotApplied, Detail: `status "failed": expired_or_canceled_card`, AmountMinor: 5, Currency: "eur", CreatedAt: at},
+		{Reference: "re_4", OperationID: "OP-1", State: domain.EffectUnknown, Detail: `status "weird"`, AmountMinor: 5, Currency: "eur", CreatedAt: at},
+		{Reference: "re_5", OperationID: "OP-1", State: domain.EffectApplied, Detail: `status "succeeded"`, AmountMinor: 5, Currency: "eur", CreatedAt: at},
+		{Reference: "re_6", OperationID: "OP-1", State: domain.EffectInProgress, Detail: `status "pending"`, AmountMinor: 5, Currency: "eur", CreatedAt: at},
 	}, refunds)
+	require.EqualValues(t, 1, requests.Load())
 }
 
 // fixedServer answers every request with status and body, counting them.

@@ -11,9 +11,9 @@ import (
 type Send struct {
 	Kind           SendKind
 	OperationID    domain.OperationID
-	IdempotencyKey domain.IdempotencyKey // empty for lookups
+	IdempotencyKey domain.IdempotencyKey // empty for lookups by reference
 	Attempt        int                   // 1-based
-	Outcome        domain.Outcome        // for lookups: Completed when answered, else Unknown or NotApplied
+	Outcome        domain.Outcome        // for reads: Completed when answered, else Unknown or NotApplied
 	StatusCode     int                   // 0 when no response arrived
 	Replayed       bool                  // the provider answered Idempotent-Replayed: true
 	Retryable      bool                  // the client would resend after this result
@@ -21,12 +21,13 @@ type Send struct {
 	Latency        time.Duration
 }
 
-// SendKind tells a refund creation from a lookup.
+// SendKind tells a refund creation from the reads.
 type SendKind string
 
 const (
-	SendCreate SendKind = "create"
-	SendLookup SendKind = "lookup"
+	SendCreate   SendKind = "create"
+	SendLookup   SendKind = "lookup"   // by our reference
+	SendRetrieve SendKind = "retrieve" // by idempotency key
 )
 
 // Observer is told about every send, synchronously, from the goroutine that

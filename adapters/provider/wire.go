@@ -1,43 +1,85 @@
 package provider
 
-// refundObject is a refund as the provider's API shapes it.
-type refundObject struct {
-	ID            string            `json:"id"`
-	Object        string            `json:"object"`
-	Amount        int64             `json:"amount"`
-	Currency      string            `json:"currency"`
-	Status        string            `json:"status"`
-	Metadata      map[string]string `json:"metadata"`
-	Created       int64             `json:"created"`
-	FailureReason string            `json:"failure_reason"`
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+
+	"opledger/domain"
+)
+
+// wire is one provider's API shape: how a creation request is written, how
+// its answer is classified (the outcome table of that provider, package
+// doc), and how its reads are asked and read. The client around it is the
+// same for every provider: sends, retries, back-off, the whole-call
+// conclusion, the observer. A wire holds no state but its configuration and
+// is safe for concurrent use.
+type wire interface {
+	// validate refuses a request this provider cannot be sent (nothing is
+	// sent then).
+	validate(req domain.RefundRequest) error
+	// create builds the creation request: the path under the base URL, the
+	// headers beside the client's own, and the body, the same bytes on every
+	// send.
+	create(req domain.RefundRequest) (path string, header http.Header, body []byte)
+	// classify classifies a complete response to a creation request.
+	classify(req domain.RefundRequest, status int, header http.Header, body []byte) sendResult
+
+	// lookupPath is the path (with query) of the lookup by our reference,
+	// or "" when the provider has none.
+	lookupPath(op domain.OperationID) string
+	// readLookup reads a complete answer to a lookup.
+	readLookup(op domain.OperationID, status int, body []byte) ([]domain.ProviderEffect, readVerdict)
+	// retrievePath is the path of the retrieve by idempotency key, or ""
+	// when the provider has none.
+	retrievePath(key domain.IdempotencyKey) string
+	// readRetrieve reads a complete answer to a retrieve by key.
+	readRetrieve(key domain.IdempotencyKey, status int, body []byte) (domain.ProviderEffect, bool, readVerdict)
 }
 
-// errorEnvelope is an error answer.
-type errorEnvelope struct {
-	Error *struct {
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+// readVerdict is what a read's answer amounted to: err nil for an answer,
+// else why not, and whether asking again is sensible.
+type readVerdict struct {
+	err       error
+	retryable bool
 }
 
-// Error types the classification reads.
+// statusVerdict is the verdict on a read answered with an error status.
+func statusVerdict(status int, described string) readVerdict {
+	return readVerdict{
+		err:       fmt.Errorf("%s", described),
+		retryable: status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500,
+	}
+}
+
+// The wire adapters opledger has, by the name a profile's API field gives.
 const (
-	errTypeInvalidRequest = "invalid_request_error"
-	errTypeIdempotency    = "idempotency_error"
+	// APIStripe is a Stripe-style refunds API: POST /v1/refunds, form
+	// bodies, Idempotency-Key, lookup by a metadata key.
+	APIStripe = "stripe"
+	// APIMeridian is the Meridian refund-requests API: POST
+	// /v3/refund-requests, JSON bodies, Meridian-Request-Id, retrieve by
+	// request id, no search by our reference.
+	APIMeridian = "meridian"
 )
 
-// Refund statuses of the provider's API.
-const (
-	statusSucceeded      = "succeeded"
-	statusFailed         = "failed"
-	statusCanceled       = "canceled"
-	statusPending        = "pending"
-	statusRequiresAction = "requires_action"
-)
+// APIs lists the wire adapters' names.
+var APIs = []string{APIStripe, APIMeridian}
 
-// Metadata keys the client writes and reads.
-const (
-	metaOperationID    = "operation_id"
-	metaIdempotencyKey = "idempotency_key"
-)
+// newWire returns the wire adapter p names, refusing a profile that claims
+// a read its API does not have.
+func newWire(p domain.ProviderProfile) (wire, error) {
+	switch p.API {
+	case APIStripe:
+		if p.RetrieveByKey {
+			return nil, fmt.Errorf("profile %s: api %s offers no retrieve by idempotency key", p.Name, p.API)
+		}
+		return stripeWire{referenceKey: cmp.Or(p.ReferenceField, metaOperationID), lookup: p.ReferenceField != ""}, nil
+	case APIMeridian:
+		if p.ReferenceField != "" {
+			return nil, fmt.Errorf("profile %s: api %s offers no lookup by our reference (it does not search merchant references)", p.Name, p.API)
+		}
+		return meridianWire{retrieve: p.RetrieveByKey}, nil
+	}
+	return nil, fmt.Errorf("profile %s: unknown api %q (known: %v)", p.Name, p.API, APIs)
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	"opledger/adapters/provider"
 	"opledger/domain"
 	"opledger/domain/audit"
 	"opledger/eventstore"
@@ -26,7 +28,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
   opledger audit digest-key new --out FILE
   opledger audit prove <operation-id> --digest FILE [--out FILE]
   opledger audit check-proof PROOF --digest FILE --public-key FILE [--json]
-  opledger audit provider-diff --provider-ledger FILE [--json]
+  opledger audit provider-diff [--provider NAME] --provider-ledger FILE [--json]
 
 Each reads the event store itself (never the read models): DATABASE_URL / --database-url;
 check-proof reads nothing but its files. verify, check-proof and provider-diff exit 0 when
@@ -157,9 +159,11 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func auditProviderDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("audit provider-diff", "--provider-ledger FILE [--json]", stderr)
+	fs := flags("audit provider-diff", "[--provider NAME] --provider-ledger FILE [--json]", stderr)
 	db := dbFlags(fs)
-	file := fs.String("provider-ledger", "", "the provider's export: JSON lines, one refund per line (the simulator's GET /_sim/ledger/export)")
+	name := fs.String("provider", env("PROVIDER_PROFILE", defaultProfile.Name),
+		"whose export it is, which decides its format: a profile ("+strings.Join(provider.BuiltinProfileNames(), ", ")+") or an api ("+strings.Join(provider.APIs, ", ")+") [PROVIDER_PROFILE]")
+	file := fs.String("provider-ledger", "", "the provider's export (the simulator's GET /_sim/ledger/export): JSON lines for stripe, a CSV settlement report for meridian")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -172,12 +176,16 @@ func auditProviderDiff(ctx context.Context, args []string, stdout, stderr io.Wri
 		return fail(stderr, "audit provider-diff", err)
 	}
 	defer f.Close()
+	export, err := provider.ExportReader(*name, f)
+	if err != nil {
+		return fail(stderr, "audit provider-diff", fmt.Errorf("--provider: %w", err))
+	}
 	store, closeStore, err := openEventStore(ctx, db)
 	if err != nil {
 		return fail(stderr, "audit provider-diff", err)
 	}
 	defer closeStore()
-	report, err := audit.ProviderDiff(ctx, store, f)
+	report, err := audit.ProviderDiff(ctx, store, export)
 	if err != nil {
 		return fail(stderr, "audit provider-diff", err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
-	"opledger/adapters/provider"
 	"opledger/adapters/transport"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"
@@ -87,9 +86,9 @@ func projectorHealth(p *projections.Projector) func(context.Context) error {
 }
 
 func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Index, failing setaside.Store, metrics *httpapi.Metrics, log *slog.Logger) (role, error) {
-	client, err := provider.New(provider.Config{BaseURL: s.providerURL, Logger: log, Observer: metrics})
+	client, err := newProviderClient(s.profile, s.providerURL, log, metrics)
 	if err != nil {
-		return role{}, fmt.Errorf("PROVIDER_URL: %w", err)
+		return role{}, err
 	}
 	rc, err := recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: lg, Index: index, Provider: client,
 		Profile: s.profile, Logger: log, Interval: s.reconcileInterval, SetAside: failing})

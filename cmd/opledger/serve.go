@@ -49,7 +49,8 @@ type serveSettings struct {
 
 // serveFlags is serve's settings as given, before validation.
 type serveFlags struct {
-	listen, providerURL, profile, tokens, signingKey, signingKeys    *string
+	listen, providerURL, tokens, signingKey, signingKeys             *string
+	provider                                                         *providerFlags // provider_config.go
 	tlsCert, tlsKey, rateLimit, rateBurst, roleBackoff, roleFailures *string
 	dev, testClock                                                   *bool
 	disable, sweepEvery, reconcileEvery                              *string
@@ -60,7 +61,7 @@ func addServeFlags(fs *flag.FlagSet) serveFlags {
 	return serveFlags{
 		listen:      fs.String("listen", env("OPLEDGER_LISTEN", "127.0.0.1:8080"), "address of the HTTP API [OPLEDGER_LISTEN]"),
 		providerURL: fs.String("provider-url", env("PROVIDER_URL", ""), "the payment provider's base URL, for the reconciler [PROVIDER_URL]"),
-		profile:     fs.String("provider-profile", env("PROVIDER_PROFILE", domain.StripeV1.Name), "the provider's documented key semantics: stripe-v1 or stripe-v2 [PROVIDER_PROFILE]"),
+		provider:    addProviderFlags(fs),
 		tokens: fs.String(httpapi.TokensFlag, env(httpapi.TokensEnvVar, ""),
 			"bearer tokens per role: lines 'ROLE sha256:DIGEST [NAME]' (opledger tokens hash); reloaded on SIGHUP ["+httpapi.TokensEnvVar+"]"),
 		signingKeys: fs.String(captoken.RingFlag, env(captoken.RingEnvVar, ""),
@@ -120,11 +121,9 @@ func serveConfig(f serveFlags, tf *transportFlags) (serveSettings, error) {
 	if s.listen == "" {
 		errs = append(errs, errors.New("OPLEDGER_LISTEN / --listen is empty"))
 	}
-	p, ok := domain.ProfileByName(*f.profile)
-	if !ok {
-		errs = append(errs, fmt.Errorf("PROVIDER_PROFILE %q: want %s or %s", *f.profile, domain.StripeV1.Name, domain.StripeV2.Name))
+	if s.profile, err = f.provider.resolve(); err != nil {
+		errs = append(errs, err)
 	}
-	s.profile = p
 	if s.tokensFile == "" {
 		errs = append(errs, fmt.Errorf("no tokens file: set %s or --%s (lines 'ROLE sha256:DIGEST [NAME]')", httpapi.TokensEnvVar, httpapi.TokensFlag))
 	}

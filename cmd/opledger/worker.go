@@ -15,7 +15,6 @@ import (
 
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
-	"opledger/adapters/provider"
 	"opledger/adapters/transport"
 	"opledger/domain"
 	"opledger/domain/ledger"
@@ -81,13 +80,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	tf := addTransportFlags(fs)
 	id := fs.String("worker-id", env("OPLEDGER_WORKER_ID", defaultWorkerID()), "names this worker on leases, claims and dead letters [OPLEDGER_WORKER_ID]")
 	providerURL := fs.String("provider-url", env("PROVIDER_URL", ""), "the payment provider's base URL, e.g. http://127.0.0.1:8081 [PROVIDER_URL]")
-	profile := fs.String("provider-profile", env("PROVIDER_PROFILE", domain.StripeV1.Name), "the provider's documented key semantics: stripe-v1 or stripe-v2 [PROVIDER_PROFILE]")
+	pf := addProviderFlags(fs)
 	concurrency := fs.String("concurrency", env("OPLEDGER_WORKER_CONCURRENCY", "4"), "messages handled at once on the Postgres queue (Kafka: one per assigned partition) [OPLEDGER_WORKER_CONCURRENCY]")
 	relay := fs.Bool("relay", env("OPLEDGER_WORKER_RELAY", "") == "true", "also run the relays (log to transport), for a single machine without 'serve' [OPLEDGER_WORKER_RELAY=true]")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	s, err := workerConfig(*id, *providerURL, *profile, *concurrency, *relay, tf)
+	s, err := workerConfig(*id, *providerURL, pf, *concurrency, *relay, tf)
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
@@ -99,7 +98,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // workerConfig validates the worker's settings, naming the one at fault.
-func workerConfig(id, providerURL, profile, concurrency string, relay bool, tf *transportFlags) (workerSettings, error) {
+func workerConfig(id, providerURL string, pf *providerFlags, concurrency string, relay bool, tf *transportFlags) (workerSettings, error) {
 	s := workerSettings{id: id, providerURL: providerURL, relay: relay}
 	var errs []error
 	if err := checkWorkerID(id); err != nil {
@@ -108,9 +107,9 @@ func workerConfig(id, providerURL, profile, concurrency string, relay bool, tf *
 	if providerURL == "" {
 		errs = append(errs, errors.New("no provider: set PROVIDER_URL or --provider-url"))
 	}
-	p, ok := domain.ProfileByName(profile)
-	if !ok {
-		errs = append(errs, fmt.Errorf("PROVIDER_PROFILE %q: want %s or %s", profile, domain.StripeV1.Name, domain.StripeV2.Name))
+	p, err := pf.resolve()
+	if err != nil {
+		errs = append(errs, err)
 	}
 	s.profile = p
 	n, err := strconv.Atoi(concurrency)
@@ -165,9 +164,9 @@ func serveWorker(ctx context.Context, db *dbConfig, tf *transportFlags, s worker
 	if err != nil {
 		return err
 	}
-	client, err := provider.New(provider.Config{BaseURL: s.providerURL, Logger: log})
+	client, err := newProviderClient(s.profile, s.providerURL, log, nil)
 	if err != nil {
-		return fmt.Errorf("PROVIDER_URL: %w", err)
+		return err
 	}
 	wk, err := worker.New(worker.Config{ID: s.id, Ledger: lg, Provider: client, Logger: log})
 	if err != nil {

@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"opledger/domain"
@@ -76,7 +75,7 @@ func (d DiffReport) OK() bool {
 
 // refundRec is one refund of the export as the diff holds it.
 type refundRec struct {
-	ProviderRefund
+	ProviderRecord
 	line      int64
 	matched   bool
 	matchedBy string // "operation/execution" of the completion that matched it
@@ -102,33 +101,43 @@ type differ struct {
 	report  DiffReport
 }
 
-// ProviderDiff compares the provider's export (JSON lines, see
-// ProviderRefund) with the ledger's Completed executions, read once from the
+// ProviderDiff compares the provider's export (read by an adapter of its
+// format, see ProviderExport) with the ledger's Completed executions, read once from the
 // store's global log: the completions recorded by OutcomeRecorded,
 // LateOutcomeRecorded or Reconciled with outcome Completed, matched to
 // refunds by provider reference (and, for a completion without one, by
 // operation and idempotency key). It lists succeeded refunds the ledger does
 // not account for, completions the provider does not show, and pairs whose
-// operation, amount, currency or status disagree.
+// operation, amount, currency or state disagree. Only records in state
+// domain.EffectApplied count as effects that took place.
 //
 // Memory: the export's refunds (at most MaxProviderRefunds, about 200 bytes
 // each) and, for the operations they name, their executions' states; the
-// ledger is streamed in pages. A malformed export line is an error naming
-// the line (ErrMalformedExport), never skipped.
-func ProviderDiff(ctx context.Context, store eventstore.Store, providerLedger io.Reader) (DiffReport, error) {
+// ledger is streamed in pages. A malformed export record is an error naming
+// the line (ErrMalformedExport), never skipped: the reader's, or the diff's
+// own for a record without a reference or a state, or a reference given
+// twice.
+func ProviderDiff(ctx context.Context, store eventstore.Store, export ProviderExport) (DiffReport, error) {
 	d := &differ{byID: map[string]*refundRec{}, ops: map[string]*ledgerOp{}}
-	err := readExport(providerLedger, func(line int64, p ProviderRefund) error {
-		if prev, dup := d.byID[p.ID]; dup {
-			return fmt.Errorf("%w: line %d: refund %s already on line %d", ErrMalformedExport, line, p.ID, prev.line)
+	err := export.Records(func(p ProviderRecord) error {
+		line := p.Line
+		switch {
+		case p.Reference == "":
+			return fmt.Errorf("%w: line %d: refund without a reference", ErrMalformedExport, line)
+		case !p.State.Valid():
+			return fmt.Errorf("%w: line %d: refund %s without a state", ErrMalformedExport, line, p.Reference)
+		}
+		if prev, dup := d.byID[p.Reference]; dup {
+			return fmt.Errorf("%w: line %d: refund %s already on line %d", ErrMalformedExport, line, p.Reference, prev.line)
 		}
 		if len(d.refunds) >= MaxProviderRefunds {
 			return fmt.Errorf("provider diff: %w: more than %d refunds in the export", ErrLimitExceeded, MaxProviderRefunds)
 		}
-		r := &refundRec{ProviderRefund: p, line: line}
+		r := &refundRec{ProviderRecord: p, line: line}
 		d.refunds = append(d.refunds, r)
-		d.byID[p.ID] = r
+		d.byID[p.Reference] = r
 		d.report.ProviderRefunds++
-		if p.Status == ProviderSucceeded {
+		if p.State == domain.EffectApplied {
 			d.report.ProviderSucceeded++
 		}
 		if p.OperationID != "" {
@@ -267,22 +276,22 @@ func (d *differ) match(r *refundRec, c UnknownCompletion) {
 	by := string(c.Operation) + "/" + string(c.Execution)
 	if r.matched {
 		if r.matchedBy != by {
-			d.mismatch(r, c, "refund %s is claimed by %s and by %s", r.ID, r.matchedBy, by)
+			d.mismatch(r, c, "refund %s is claimed by %s and by %s", r.Reference, r.matchedBy, by)
 		}
 		return
 	}
 	r.matched, r.matchedBy = true, by
 	d.report.Matched++
 	if r.OperationID != string(c.Operation) {
-		d.mismatch(r, c, "refund %s belongs to operation %q at the provider, to %s in the ledger", r.ID, r.OperationID, c.Operation)
+		d.mismatch(r, c, "refund %s belongs to operation %q at the provider, to %s in the ledger", r.Reference, r.OperationID, c.Operation)
 		return
 	}
-	if r.Status != ProviderSucceeded {
-		d.mismatch(r, c, "the ledger records %s Completed; the provider's refund %s is %s", c.Execution, r.ID, r.Status)
+	if r.State != domain.EffectApplied {
+		d.mismatch(r, c, "the ledger records %s Completed; the provider's refund %s is %s (%s)", c.Execution, r.Reference, r.State, r.Status)
 	}
 	if o := d.ops[r.OperationID]; o != nil && o.requested {
-		if o.amount != r.Amount || !strings.EqualFold(o.currency, r.Currency) {
-			d.mismatch(r, c, "refund %s is %s at the provider; the operation asked for %s", r.ID, money(r.Amount, r.Currency), money(o.amount, o.currency))
+		if o.amount != r.AmountMinor || !strings.EqualFold(o.currency, r.Currency) {
+			d.mismatch(r, c, "refund %s is %s at the provider; the operation asked for %s", r.Reference, money(r.AmountMinor, r.Currency), money(o.amount, o.currency))
 		}
 	}
 }
@@ -292,7 +301,7 @@ func (d *differ) match(r *refundRec, c UnknownCompletion) {
 func (d *differ) finish() {
 	for _, r := range d.refunds {
 		o := d.ops[r.OperationID]
-		if o == nil || len(o.bare) == 0 || r.matched || r.Status != ProviderSucceeded {
+		if o == nil || len(o.bare) == 0 || r.matched || r.State != domain.EffectApplied {
 			continue
 		}
 		for i, c := range o.bare {
@@ -304,14 +313,14 @@ func (d *differ) finish() {
 		}
 	}
 	for _, r := range d.refunds {
-		if r.matched || r.Status != ProviderSucceeded {
+		if r.matched || r.State != domain.EffectApplied {
 			continue
 		}
 		d.report.UnknownToLedgerCount++
 		if len(d.report.UnknownToLedger) < MaxDiffEntries {
 			d.report.UnknownToLedger = append(d.report.UnknownToLedger, UnknownRefund{
-				Line: r.line, RefundID: r.ID, OperationID: r.OperationID, IdempotencyKey: r.IdempotencyKey,
-				Amount: r.Amount, Currency: r.Currency, Why: d.ops[r.OperationID].why(r),
+				Line: r.line, RefundID: r.Reference, OperationID: r.OperationID, IdempotencyKey: r.IdempotencyKey,
+				Amount: r.AmountMinor, Currency: r.Currency, Why: d.ops[r.OperationID].why(r),
 			})
 		}
 	}
@@ -339,7 +348,7 @@ func (d *differ) mismatch(r *refundRec, c UnknownCompletion, format string, args
 	d.report.MismatchCount++
 	if len(d.report.Mismatches) < MaxDiffEntries {
 		d.report.Mismatches = append(d.report.Mismatches, DiffMismatch{
-			RefundID: r.ID, Line: r.line, Operation: c.Operation, Execution: c.Execution, Position: c.Position,
+			RefundID: r.Reference, Line: r.line, Operation: c.Operation, Execution: c.Execution, Position: c.Position,
 			Version: c.Version, Message: fmt.Sprintf(format, args...),
 		})
 	}

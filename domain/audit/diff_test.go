@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/provider"
+	"opledger/domain"
 	"opledger/domain/audit"
 	"opledger/eventstore"
 )
@@ -25,7 +27,7 @@ func TestProviderDiffAgreesWithTheStory(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, store eventstore.Store) {
 		n := newStory(t, store).write()
 		waitVisible(t, store, n)
-		d, err := audit.ProviderDiff(context.Background(), store, strings.NewReader(cleanExport))
+		d, err := audit.ProviderDiff(context.Background(), store, provider.StripeExport(strings.NewReader(cleanExport)))
 		require.NoError(t, err)
 		require.True(t, d.OK(), "%+v", d)
 		require.Equal(t, int64(4), d.ProviderRefunds)
@@ -53,7 +55,7 @@ func TestProviderDiffFindsEachDisagreement(t *testing.T) {
 			`{"id":"re_sim00000005","operation_id":"OP-5005","idempotency_key":"refund-OP-5005-a1","amount":12000,"currency":"eur","order":"ORD-8841","status":"succeeded","created":5}`,
 			`{"id":"re_sim00000009","operation_id":"OP-9999","idempotency_key":"refund-OP-9999-a1","amount":500,"currency":"eur","order":"ORD-1","status":"succeeded","created":6}`,
 		}, "\n")
-		d, err := audit.ProviderDiff(context.Background(), store, strings.NewReader(export))
+		d, err := audit.ProviderDiff(context.Background(), store, provider.StripeExport(strings.NewReader(export)))
 		require.NoError(t, err)
 		require.False(t, d.OK())
 
@@ -84,20 +86,40 @@ func TestProviderDiffFindsEachDisagreement(t *testing.T) {
 	})
 }
 
-func TestProviderDiffRefusesMalformedLines(t *testing.T) {
+// The diff's own rules on the records a reader gives it (the readers'
+// strictness is tested with them, adapters/provider): a reference given
+// twice, a record without a reference or a valid state, each naming its
+// line; and a reader's refusal goes through unchanged.
+func TestProviderDiffRefusesMalformedRecords(t *testing.T) {
 	store := newMemoryStore()
-	for _, c := range []struct{ export, want string }{
-		{"{\"id\":\"re_1\",\"status\":\"succeeded\"}\n\n{\"id\":\"re_2\",\"status\":\"succ", "line 3"},
-		{"[1,2]\n", "line 1"},
-		{"{\"status\":\"succeeded\"}\n", "line 1: refund without an id"},
-		{"{\"id\":\"re_1\"}\n", "line 1: refund re_1 without a status"},
-		{"{\"id\":\"re_1\",\"status\":\"succeeded\"} {\"id\":\"re_2\"}\n", "line 1: more than one JSON value"},
-		{"{\"id\":\"re_1\",\"status\":\"succeeded\"}\n{\"id\":\"re_1\",\"status\":\"succeeded\"}\n", "line 2: refund re_1 already on line 1"},
-		{"{\"id\":\"re_1\",\"status\":\"succeeded\",\"amount\":\"12\"}\n", "line 1"},
-		{strings.Repeat(" ", audit.MaxExportLine+1) + "\n", "line 1: longer than"},
+	applied := func(line int64, ref string) audit.ProviderRecord {
+		return audit.ProviderRecord{Line: line, Reference: ref, State: domain.EffectApplied, Status: "ok"}
+	}
+	for _, c := range []struct {
+		records []audit.ProviderRecord
+		want    string
+	}{
+		{[]audit.ProviderRecord{applied(1, "re_1"), applied(2, "re_1")}, "line 2: refund re_1 already on line 1"},
+		{[]audit.ProviderRecord{applied(4, "")}, "line 4: refund without a reference"},
+		{[]audit.ProviderRecord{{Line: 5, Reference: "re_5", Status: "succeeded"}}, "line 5: refund re_5 without a state"},
 	} {
-		_, err := audit.ProviderDiff(context.Background(), store, strings.NewReader(c.export))
+		_, err := audit.ProviderDiff(context.Background(), store, recordList(c.records))
 		require.ErrorIs(t, err, audit.ErrMalformedExport, c.want)
 		require.ErrorContains(t, err, c.want)
 	}
+	_, err := audit.ProviderDiff(context.Background(), store, provider.StripeExport(strings.NewReader("{\"status\":\"succeeded\"}\n")))
+	require.ErrorIs(t, err, audit.ErrMalformedExport)
+	require.ErrorContains(t, err, "line 1: refund without an id")
+}
+
+// recordList is an export already read.
+type recordList []audit.ProviderRecord
+
+func (l recordList) Records(each func(audit.ProviderRecord) error) error {
+	for _, r := range l {
+		if err := each(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

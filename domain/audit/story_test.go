@@ -30,9 +30,14 @@ const (
 
 var storyOperations = []domain.OperationID{opThursday, opHappy, opRetried, opOpen, opEscalated, opLate, opRefused}
 
+// storyProfile is the story's provider: looked up by our reference, keys
+// kept a day.
+var storyProfile = domain.ProviderProfile{Name: "story", API: "fake", KeyRetention: 24 * time.Hour,
+	ReplaysSavedErrors: true, ReferenceField: "operation_id", KeyPolicy: domain.KeyPerAttempt}
+
 // fakeProvider answers the reconciler's lookups from a table.
 type fakeProvider struct {
-	refunds map[domain.OperationID][]domain.ProviderRefund
+	refunds map[domain.OperationID][]domain.ProviderEffect
 	fail    map[domain.OperationID]bool
 }
 
@@ -40,11 +45,15 @@ func (p *fakeProvider) CreateRefund(context.Context, domain.RefundRequest) domai
 	return domain.RefundResult{Outcome: domain.Unknown, Detail: "the story never resends"}
 }
 
-func (p *fakeProvider) LookupRefunds(_ context.Context, op domain.OperationID) ([]domain.ProviderRefund, error) {
+func (p *fakeProvider) LookupByReference(_ context.Context, op domain.OperationID) ([]domain.ProviderEffect, error) {
 	if p.fail[op] {
 		return nil, errors.New("provider lookup timed out")
 	}
 	return p.refunds[op], nil
+}
+
+func (p *fakeProvider) RetrieveByKey(context.Context, domain.IdempotencyKey) (domain.ProviderEffect, bool, error) {
+	return domain.ProviderEffect{}, false, domain.ErrReadUnsupported
 }
 
 // story drives the real command handler, sweeper and reconciler through the
@@ -73,13 +82,14 @@ func newStory(t testing.TB, store eventstore.Store) *story {
 	s.sweep, err = recovery.NewSweeper(recovery.SweeperConfig{Ledger: s.h, Index: index, Logger: quiet, SetAside: failing})
 	require.NoError(t, err)
 	provider := &fakeProvider{
-		refunds: map[domain.OperationID][]domain.ProviderRefund{
-			opThursday:  {{ID: "re_sim00000001", OperationID: string(opThursday), IdempotencyKey: "refund-OP-4471-a1", Status: "succeeded", AmountMinor: 12000, Currency: "eur"}},
-			opEscalated: {{ID: "re_sim00000004", OperationID: string(opEscalated), IdempotencyKey: "refund-OP-5004-manual", Status: "succeeded", AmountMinor: 12000, Currency: "eur"}},
+		refunds: map[domain.OperationID][]domain.ProviderEffect{
+			opThursday:  {{Reference: "re_sim00000001", OperationID: opThursday, IdempotencyKey: "refund-OP-4471-a1", State: domain.EffectApplied, AmountMinor: 12000, Currency: "eur"}},
+			opEscalated: {{Reference: "re_sim00000004", OperationID: opEscalated, IdempotencyKey: "refund-OP-5004-manual", State: domain.EffectApplied, AmountMinor: 12000, Currency: "eur"}},
 		},
 		fail: map[domain.OperationID]bool{opOpen: true},
 	}
-	s.recon, err = recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: s.h, Index: index, Provider: provider, Logger: quiet, SetAside: failing})
+	s.recon, err = recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: s.h, Index: index, Provider: provider,
+		Profile: storyProfile, Logger: quiet, SetAside: failing})
 	require.NoError(t, err)
 	return s
 }

@@ -62,7 +62,7 @@ type fixtureOptions struct {
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	t.Helper()
 	if o.profile.Name == "" {
-		o.profile = domain.StripeV1
+		o.profile = provider.StripeV1
 	}
 	f := &fixture{t: t, ctx: t.Context(), clock: clock.NewManual(start), failing: &setaside.Memory{}, profile: o.profile,
 		seen: &observed{}, secrets: map[domain.ExecutionID]string{}, log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
@@ -74,13 +74,14 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	f.index, err = recovery.NewLogIndex(recovery.LogIndexConfig{Store: f.store, SetAside: f.failing, Policy: testPolicy,
 		Clock: f.clock, Logger: f.log, OnItemFailure: f.seen.observe})
 	require.NoError(t, err)
-	p, err := sim.ParseProfile(o.profile.Name)
+	simCfg, err := sim.ConfigFor(o.profile)
 	require.NoError(t, err)
-	f.sim, err = sim.New(sim.Config{Profile: p, Clock: f.clock.Now, Logger: f.log})
+	simCfg.Clock, simCfg.Logger = f.clock.Now, f.log
+	f.sim, err = sim.New(simCfg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(f.sim)
 	t.Cleanup(func() { srv.Close(); f.sim.Close() })
-	f.client, err = provider.New(provider.Config{BaseURL: srv.URL, MaxAttempts: 1, Timeout: 10 * time.Second, Logger: f.log})
+	f.client, err = provider.New(provider.Config{Profile: o.profile, BaseURL: srv.URL, MaxAttempts: 1, Timeout: 10 * time.Second, Logger: f.log})
 	require.NoError(t, err)
 	return f
 }
@@ -309,33 +310,50 @@ func (s *faultyStore) ReadStream(ctx context.Context, stream string, from int64,
 }
 
 // provider wrappers: the simulator answers every call; these change what
-// the reconciler hears from a lookup.
+// the reconciler hears from a read.
 
 // laggingLookup is a provider whose search has not caught up: it finds
 // nothing (Stripe's search is eventually consistent), while creation goes
 // to the simulator.
 type laggingLookup struct{ domain.Provider }
 
-func (laggingLookup) LookupRefunds(context.Context, domain.OperationID) ([]domain.ProviderRefund, error) {
+func (laggingLookup) LookupByReference(context.Context, domain.OperationID) ([]domain.ProviderEffect, error) {
 	return nil, nil
 }
 
-// failingLookup is a provider whose lookup keeps failing with text.
+// failingLookup is a provider whose reads keep failing with text.
 type failingLookup struct {
 	domain.Provider
 	text string
 }
 
-func (p failingLookup) LookupRefunds(context.Context, domain.OperationID) ([]domain.ProviderRefund, error) {
+func (p failingLookup) LookupByReference(context.Context, domain.OperationID) ([]domain.ProviderEffect, error) {
 	return nil, errors.New(p.text)
 }
 
-// fixedLookup answers every lookup with refunds.
-type fixedLookup struct {
-	domain.Provider
-	refunds []domain.ProviderRefund
+func (p failingLookup) RetrieveByKey(context.Context, domain.IdempotencyKey) (domain.ProviderEffect, bool, error) {
+	return domain.ProviderEffect{}, false, errors.New(p.text)
 }
 
-func (p fixedLookup) LookupRefunds(context.Context, domain.OperationID) ([]domain.ProviderRefund, error) {
-	return p.refunds, nil
+// fixedLookup answers every lookup with effects.
+type fixedLookup struct {
+	domain.Provider
+	effects []domain.ProviderEffect
+}
+
+func (p fixedLookup) LookupByReference(context.Context, domain.OperationID) ([]domain.ProviderEffect, error) {
+	return p.effects, nil
+}
+
+// fixedRetrieve answers every retrieve by key with effect (none when nil).
+type fixedRetrieve struct {
+	domain.Provider
+	effect *domain.ProviderEffect
+}
+
+func (p fixedRetrieve) RetrieveByKey(context.Context, domain.IdempotencyKey) (domain.ProviderEffect, bool, error) {
+	if p.effect == nil {
+		return domain.ProviderEffect{}, false, nil
+	}
+	return *p.effect, true, nil
 }

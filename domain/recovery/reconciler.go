@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"opledger/domain"
@@ -19,9 +20,12 @@ type ReconcilerConfig struct {
 	Ledger   *ledger.Handler // required
 	Index    Index           // required
 	Provider domain.Provider // required
-	Profile  domain.ProviderProfile
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// Profile is what the provider documents (required, validated): the
+	// reconciler decides from its capabilities (its reads, its key
+	// retention), never from its name.
+	Profile domain.ProviderProfile
+	Clock   clock.Clock
+	Logger  *slog.Logger
 	// BatchSize bounds the executions examined per round (default 10, at
 	// most setaside.MaxHeldBatch): with Interval it bounds the rate of
 	// provider lookups.
@@ -68,18 +72,32 @@ const (
 )
 
 // Reconciler turns Unknown executions into facts, oldest first, at a bounded
-// rate. It looks the provider up by our own reference (operation id) and:
+// rate. What it asks depends on what the profile says the provider can
+// answer:
 //
-//   - found with this execution's key and succeeded: Completed;
-//   - found with this key and failed (none succeeded): NotApplied;
-//   - found pending: inconclusive, asked again later;
-//   - a succeeded refund under another key: escalated (a second effect may
-//     exist; a person must look);
-//   - not found: resends the original request under the original key only
-//     while the profile's key retention covers it (the provider then
-//     deduplicates), and records what that establishes; otherwise escalated;
-//   - cannot tell (lookup keeps failing, resend ambiguous): escalated after
-//     MaxInconclusive rounds, never resent blindly.
+//   - lookup by our reference (Profile.ReferenceField): the effects the
+//     provider holds for the operation.
+//     Found with this execution's key and applied: Completed; found with it
+//     and not applied (none applied): NotApplied; in progress, or in a state
+//     the adapter cannot name: inconclusive, asked again later; an effect
+//     under another key applied: escalated (a second effect may exist; a
+//     person must look), in progress under another key: inconclusive. Found
+//     nothing: retrieve by key when the profile also has it (a search may
+//     lag), else the resend rule.
+//   - retrieve by idempotency key (Profile.RetrieveByKey), without a lookup:
+//     the effect made under this execution's key. Applied: Completed; not
+//     applied: NotApplied; in progress or unknown: inconclusive; none: the
+//     resend rule.
+//   - neither: escalated at once, "cannot tell". Nothing is sent.
+//
+// The resend rule: the original request is resent under the original key
+// only where the profile documents that a resend cannot create a second
+// effect (ProviderProfile.ResendIsSafe: inside the key retention, minus
+// ResendMargin), and what that establishes is recorded; otherwise escalated.
+// An answer that cannot tell (a read keeps failing, a resend is ambiguous)
+// is escalated after MaxInconclusive rounds, never resent blindly. An
+// effect whose amount, currency or operation disagrees with the operation
+// is escalated.
 type Reconciler struct {
 	cfg          ReconcilerConfig
 	items        *items
@@ -92,8 +110,8 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	if cfg.Ledger == nil || cfg.Index == nil || cfg.Provider == nil {
 		return nil, errors.New("reconciler: config: Ledger, Index and Provider are required")
 	}
-	if cfg.Profile.Name == "" {
-		cfg.Profile = domain.StripeV1
+	if err := cfg.Profile.Validate(); err != nil {
+		return nil, fmt.Errorf("reconciler: config: Profile: %w", err)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = cfg.Ledger.Clock()
@@ -176,49 +194,112 @@ func (r *Reconciler) reconcile(ctx context.Context, ref ExecutionRef) (Verdict, 
 		delete(r.inconclusive, ref.ExecutionID)
 		return VerdictSkipped, "no longer Unknown", nil
 	}
+	p := r.cfg.Profile
+	switch {
+	case p.LooksUpByReference():
+		return r.byReference(ctx, state, x)
+	case p.RetrieveByKey:
+		return r.byKey(ctx, state, x)
+	}
+	return r.escalate(ctx, state, x, fmt.Sprintf("cannot tell: profile %s offers no read (no lookup by our reference, no retrieve by key), and a resend is never made blind", p.Name))
+}
+
+// byReference asks the provider for the effects carrying our reference.
+func (r *Reconciler) byReference(ctx context.Context, state *domain.Operation, x *domain.Execution) (Verdict, string, error) {
 	lookupCtx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-	refunds, err := r.cfg.Provider.LookupRefunds(lookupCtx, ref.OperationID)
+	effects, err := r.cfg.Provider.LookupByReference(lookupCtx, state.ID)
 	cancel()
 	if err != nil {
 		return r.inconclusiveOrEscalate(ctx, state, x, "provider lookup failed: "+err.Error())
 	}
-	var succeeded, failed, pending []domain.ProviderRefund
-	for _, f := range refunds {
-		if f.Status == "succeeded" && domain.IdempotencyKey(f.IdempotencyKey) != x.IdempotencyKey {
-			return r.escalate(ctx, state, x, fmt.Sprintf("refund %s under another key %q succeeded for this operation", f.ID, f.IdempotencyKey))
-		}
-		if domain.IdempotencyKey(f.IdempotencyKey) != x.IdempotencyKey {
+	var applied, notApplied, unsettled []domain.ProviderEffect
+	for _, e := range effects {
+		if e.IdempotencyKey != x.IdempotencyKey {
+			switch e.State {
+			case domain.EffectApplied:
+				return r.escalate(ctx, state, x, fmt.Sprintf("refund %s under another key %q took effect for this operation", e.Reference, e.IdempotencyKey))
+			case domain.EffectInProgress, domain.EffectUnknown:
+				return r.inconclusiveOrEscalate(ctx, state, x, fmt.Sprintf("refund %s under another key %q is %s at the provider (%s)", e.Reference, e.IdempotencyKey, e.State, e.Detail))
+			}
 			continue
 		}
-		switch f.Status {
-		case "succeeded":
-			succeeded = append(succeeded, f)
-		case "failed":
-			failed = append(failed, f)
+		if why := mismatch(state, e); why != "" {
+			return r.escalate(ctx, state, x, why)
+		}
+		switch e.State {
+		case domain.EffectApplied:
+			applied = append(applied, e)
+		case domain.EffectNotApplied:
+			notApplied = append(notApplied, e)
 		default:
-			pending = append(pending, f)
+			unsettled = append(unsettled, e)
 		}
 	}
 	switch {
-	case len(succeeded) > 1:
-		return r.escalate(ctx, state, x, fmt.Sprintf("%d succeeded refunds under one key", len(succeeded)))
-	case len(succeeded) == 1:
-		return r.resolve(ctx, state, x, domain.Completed, domain.MethodProviderLookup, succeeded[0].ID, "found by operation id, succeeded")
-	case len(pending) > 0:
-		return r.inconclusiveOrEscalate(ctx, state, x, "refund "+pending[0].ID+" is pending at the provider")
-	case len(failed) > 0:
-		return r.resolve(ctx, state, x, domain.NotApplied, domain.MethodProviderLookup, failed[0].ID, "found by operation id, failed: "+failed[0].FailureReason)
+	case len(applied) > 1:
+		return r.escalate(ctx, state, x, fmt.Sprintf("%d refunds took effect under one key", len(applied)))
+	case len(applied) == 1:
+		return r.resolve(ctx, state, x, domain.Completed, domain.MethodProviderLookup, applied[0].Reference, "found by operation id, succeeded")
+	case len(unsettled) > 0:
+		return r.inconclusiveOrEscalate(ctx, state, x, fmt.Sprintf("refund %s is %s at the provider (%s)", unsettled[0].Reference, unsettled[0].State, unsettled[0].Detail))
+	case len(notApplied) > 0:
+		return r.resolve(ctx, state, x, domain.NotApplied, domain.MethodProviderLookup, notApplied[0].Reference, "found by operation id, failed: "+notApplied[0].Detail)
 	}
-	return r.notFound(ctx, state, x)
+	if r.cfg.Profile.RetrieveByKey {
+		return r.byKey(ctx, state, x)
+	}
+	return r.notFound(ctx, state, x, "not found by operation id")
+}
+
+// byKey asks the provider for the effect made under this execution's key.
+func (r *Reconciler) byKey(ctx context.Context, state *domain.Operation, x *domain.Execution) (Verdict, string, error) {
+	callCtx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	e, found, err := r.cfg.Provider.RetrieveByKey(callCtx, x.IdempotencyKey)
+	cancel()
+	if err != nil {
+		return r.inconclusiveOrEscalate(ctx, state, x, "provider retrieve by key failed: "+err.Error())
+	}
+	if !found {
+		return r.notFound(ctx, state, x, "nothing under the key "+string(x.IdempotencyKey))
+	}
+	if e.IdempotencyKey != "" && e.IdempotencyKey != x.IdempotencyKey {
+		return r.escalate(ctx, state, x, fmt.Sprintf("asked for key %q, the provider answered refund %s under key %q", x.IdempotencyKey, e.Reference, e.IdempotencyKey))
+	}
+	if why := mismatch(state, e); why != "" {
+		return r.escalate(ctx, state, x, why)
+	}
+	switch e.State {
+	case domain.EffectApplied:
+		return r.resolve(ctx, state, x, domain.Completed, domain.MethodProviderLookup, e.Reference, "retrieved by idempotency key, succeeded")
+	case domain.EffectNotApplied:
+		return r.resolve(ctx, state, x, domain.NotApplied, domain.MethodProviderLookup, e.Reference, "retrieved by idempotency key, failed: "+e.Detail)
+	}
+	return r.inconclusiveOrEscalate(ctx, state, x, fmt.Sprintf("refund %s under the key is %s at the provider (%s)", e.Reference, e.State, e.Detail))
+}
+
+// mismatch says why e cannot be this operation's effect: another operation,
+// amount or currency than the ledger's. An answer that does not carry a
+// field is not held against it.
+func mismatch(state *domain.Operation, e domain.ProviderEffect) string {
+	switch {
+	case e.OperationID != "" && e.OperationID != state.ID:
+		return fmt.Sprintf("refund %s under this execution's key belongs to operation %q at the provider", e.Reference, e.OperationID)
+	case e.AmountMinor != 0 && e.AmountMinor != state.AmountMinor,
+		e.Currency != "" && !strings.EqualFold(e.Currency, state.Currency):
+		return fmt.Sprintf("refund %s under this execution's key is %d %s at the provider; the operation is %d %s",
+			e.Reference, e.AmountMinor, e.Currency, state.AmountMinor, state.Currency)
+	}
+	return ""
 }
 
 // notFound resends the original request under the original key only where
 // the profile documents that a resend cannot create a second effect: while
-// the provider still remembers the key.
-func (r *Reconciler) notFound(ctx context.Context, state *domain.Operation, x *domain.Execution) (Verdict, string, error) {
+// the provider still remembers the key (ProviderProfile.ResendIsSafe).
+func (r *Reconciler) notFound(ctx context.Context, state *domain.Operation, x *domain.Execution, found string) (Verdict, string, error) {
 	age := r.cfg.Clock.Now().Sub(x.StartedAt)
-	if age >= r.cfg.Profile.KeyRetention-r.cfg.ResendMargin {
-		return r.escalate(ctx, state, x, fmt.Sprintf("not found, and the execution started %s ago: the %s key may be pruned, a resend could refund again", age.Round(time.Second), r.cfg.Profile.Name))
+	if !r.cfg.Profile.ResendIsSafe(age, r.cfg.ResendMargin) {
+		return r.escalate(ctx, state, x, fmt.Sprintf("%s, and the execution started %s ago: profile %s keeps keys %s, so the key may be pruned and a resend could refund again",
+			found, age.Round(time.Second), r.cfg.Profile.Name, r.cfg.Profile.KeyRetention))
 	}
 	callCtx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	res := r.cfg.Provider.CreateRefund(callCtx, domain.RefundRequest{
@@ -228,11 +309,11 @@ func (r *Reconciler) notFound(ctx context.Context, state *domain.Operation, x *d
 	cancel()
 	switch res.Outcome {
 	case domain.Completed:
-		return r.resolve(ctx, state, x, domain.Completed, domain.MethodProviderResend, res.ProviderReference, "not found; resent under the original key: "+res.Detail)
+		return r.resolve(ctx, state, x, domain.Completed, domain.MethodProviderResend, res.ProviderReference, found+"; resent under the original key: "+res.Detail)
 	case domain.NotApplied:
-		return r.resolve(ctx, state, x, domain.NotApplied, domain.MethodProviderResend, res.ProviderReference, "not found; resent under the original key, rejected before execution: "+res.Detail)
+		return r.resolve(ctx, state, x, domain.NotApplied, domain.MethodProviderResend, res.ProviderReference, found+"; resent under the original key, rejected before execution: "+res.Detail)
 	default:
-		return r.inconclusiveOrEscalate(ctx, state, x, "not found; resend under the original key was ambiguous: "+res.Detail)
+		return r.inconclusiveOrEscalate(ctx, state, x, found+"; resend under the original key was ambiguous: "+res.Detail)
 	}
 }
 

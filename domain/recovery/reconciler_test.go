@@ -8,13 +8,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/provider"
 	"opledger/adapters/provider/sim"
 	"opledger/domain"
 	"opledger/domain/recovery"
 	"opledger/domain/setaside"
 )
 
-var profiles = []domain.ProviderProfile{domain.StripeV1, domain.StripeV2}
+// profiles are the built-in profiles whose provider can be asked by our
+// reference; the Meridian profile (retrieve by key) has tests of its own.
+var profiles = []domain.ProviderProfile{provider.StripeV1, provider.StripeV2}
 
 // verdicts maps a round's steps by operation.
 func verdicts(steps []recovery.Step) map[domain.OperationID]recovery.Verdict {
@@ -167,8 +170,8 @@ func TestReconcilerEscalatesAnUnrecordableProviderReference(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	c := f.unknown("OP-1")["OP-1"]
 	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
-		cfg.Provider = fixedLookup{f.client, []domain.ProviderRefund{{ID: "re_\x00evil", OperationID: "OP-1",
-			IdempotencyKey: string(c.IdempotencyKey), Status: "succeeded"}}}
+		cfg.Provider = fixedLookup{f.client, []domain.ProviderEffect{{Reference: "re_\x00evil", OperationID: "OP-1",
+			IdempotencyKey: c.IdempotencyKey, State: domain.EffectApplied}}}
 	})
 	steps, err := r.ReconcileOnce(f.ctx)
 	require.NoError(t, err)

@@ -266,8 +266,12 @@ func (p *fakeProvider) CreateRefund(ctx context.Context, req domain.RefundReques
 	return p.result(ctx)
 }
 
-func (p *fakeProvider) LookupRefunds(context.Context, domain.OperationID) ([]domain.ProviderRefund, error) {
+func (p *fakeProvider) LookupByReference(context.Context, domain.OperationID) ([]domain.ProviderEffect, error) {
 	return nil, errors.New("fake provider: no lookups")
+}
+
+func (p *fakeProvider) RetrieveByKey(context.Context, domain.IdempotencyKey) (domain.ProviderEffect, bool, error) {
+	return domain.ProviderEffect{}, false, errors.New("fake provider: no lookups")
 }
 
 func (p *fakeProvider) snapshot() (calls int, ctxErr error) {

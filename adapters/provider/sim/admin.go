@@ -17,16 +17,16 @@ const maxAdminBody = 4 << 10
 // in the ledger.
 
 func (s *Simulator) handleLedger(w http.ResponseWriter, _ *http.Request) {
-	writeAdmin(w, http.StatusOK, s.Ledger())
+	s.writeAdmin(w, http.StatusOK, s.Ledger())
 }
 
 func (s *Simulator) handleExport(w http.ResponseWriter, _ *http.Request) {
 	var buf bytes.Buffer
 	if err := s.WriteLedgerExport(&buf); err != nil {
-		writeAdminError(w, http.StatusInternalServerError, err)
+		s.writeAdminError(w, http.StatusInternalServerError, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Content-Type", s.dia.exportContentType())
 	_, _ = w.Write(buf.Bytes())
 }
 
@@ -36,7 +36,7 @@ func (s *Simulator) handleListFaults(w http.ResponseWriter, _ *http.Request) {
 	for _, f := range faults {
 		out = append(out, toFaultJSON(f))
 	}
-	writeAdmin(w, http.StatusOK, map[string]any{"armed": out})
+	s.writeAdmin(w, http.StatusOK, map[string]any{"armed": out})
 }
 
 // faultJSON is a Fault on the wire: the duration as a Go duration string.
@@ -57,35 +57,35 @@ func toFaultJSON(f Fault) faultJSON {
 func (s *Simulator) handleArm(w http.ResponseWriter, r *http.Request) {
 	var in faultJSON
 	if err := decodeAdmin(w, r, &in); err != nil {
-		writeAdminError(w, http.StatusBadRequest, err)
+		s.writeAdminError(w, http.StatusBadRequest, err)
 		return
 	}
 	if e := checkText("operation_id", in.OperationID, maxMetadataValueLen); e != nil {
-		writeAnswer(w, errorAnswer(e), "", 0, false)
+		s.writeAnswer(w, answer{status: e.status, body: e.stripeBody()}, "", 0, false)
 		return
 	}
 	f := Fault{Kind: in.Kind, OperationID: in.OperationID}
 	if in.Duration != "" {
 		d, err := time.ParseDuration(in.Duration)
 		if err != nil {
-			writeAdminError(w, http.StatusBadRequest, fmt.Errorf("fault duration: %w", err))
+			s.writeAdminError(w, http.StatusBadRequest, fmt.Errorf("fault duration: %w", err))
 			return
 		}
 		f.Duration = d
 	}
 	if err := s.Arm(f); err != nil {
-		writeAdminError(w, http.StatusBadRequest, err)
+		s.writeAdminError(w, http.StatusBadRequest, err)
 		return
 	}
-	writeAdmin(w, http.StatusOK, map[string]any{"armed": toFaultJSON(f)})
+	s.writeAdmin(w, http.StatusOK, map[string]any{"armed": toFaultJSON(f)})
 }
 
 func (s *Simulator) handleRelease(w http.ResponseWriter, _ *http.Request) {
-	writeAdmin(w, http.StatusOK, map[string]int{"released": s.Release()})
+	s.writeAdmin(w, http.StatusOK, map[string]int{"released": s.Release()})
 }
 
 func (s *Simulator) handleClock(w http.ResponseWriter, _ *http.Request) {
-	writeAdmin(w, http.StatusOK, map[string]time.Time{"now": s.Now()})
+	s.writeAdmin(w, http.StatusOK, map[string]time.Time{"now": s.Now()})
 }
 
 func (s *Simulator) handleAdvance(w http.ResponseWriter, r *http.Request) {
@@ -93,20 +93,20 @@ func (s *Simulator) handleAdvance(w http.ResponseWriter, r *http.Request) {
 		Advance string `json:"advance"`
 	}
 	if err := decodeAdmin(w, r, &in); err != nil {
-		writeAdminError(w, http.StatusBadRequest, err)
+		s.writeAdminError(w, http.StatusBadRequest, err)
 		return
 	}
 	d, err := time.ParseDuration(in.Advance)
 	if err != nil {
-		writeAdminError(w, http.StatusBadRequest, fmt.Errorf("advance: %w", err))
+		s.writeAdminError(w, http.StatusBadRequest, fmt.Errorf("advance: %w", err))
 		return
 	}
 	now, err := s.Advance(d)
 	if err != nil {
-		writeAdminError(w, http.StatusBadRequest, err)
+		s.writeAdminError(w, http.StatusBadRequest, err)
 		return
 	}
-	writeAdmin(w, http.StatusOK, map[string]time.Time{"now": now})
+	s.writeAdmin(w, http.StatusOK, map[string]time.Time{"now": now})
 }
 
 // decodeAdmin reads a /_sim body strictly (domain/strictjson): exactly one
@@ -123,10 +123,14 @@ func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-func writeAdmin(w http.ResponseWriter, status int, v any) {
-	writeAnswer(w, answer{status: status, body: mustJSON(v)}, "", 0, false)
+// The /_sim answers have one shape whatever the profile: JSON, errors as
+// {"error":{"type","message"}}.
+
+func (s *Simulator) writeAdmin(w http.ResponseWriter, status int, v any) {
+	s.writeAnswer(w, answer{status: status, body: mustJSON(v)}, "", 0, false)
 }
 
-func writeAdminError(w http.ResponseWriter, status int, err error) {
-	writeAnswer(w, errorAnswer(&apiError{status: status, Type: errTypeInvalidRequest, Message: err.Error()}), "", 0, false)
+func (s *Simulator) writeAdminError(w http.ResponseWriter, status int, err error) {
+	e := &apiError{status: status, Type: errTypeInvalidRequest, Message: err.Error()}
+	s.writeAnswer(w, answer{status: status, body: e.stripeBody()}, "", 0, false)
 }

@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"time"
+
+	"opledger/domain"
 )
 
-// Profile selects the idempotency semantics the simulator models.
+// Profile selects the provider the simulator models: its API shape (the
+// Stripe-style refunds API or the Meridian refund-requests API) and its
+// idempotency semantics.
 type Profile string
 
 const (
@@ -18,23 +24,60 @@ const (
 	// ProfileStripeV2 models Stripe API v2: keys kept 30 days, failed work
 	// re-executed under the same key.
 	ProfileStripeV2 Profile = "stripe-v2"
+	// ProfileMeridian models the Meridian refund-requests API: its own
+	// request and error shapes, request ids kept 7 days, failed work
+	// re-executed under the same id, a retrieve by request id and no search
+	// by the merchant's reference (see the package doc).
+	ProfileMeridian Profile = "meridian"
 )
 
-// ParseProfile validates a profile name ("stripe-v1" or "stripe-v2").
+// Profiles lists the profiles the simulator models.
+var Profiles = []Profile{ProfileStripeV1, ProfileStripeV2, ProfileMeridian}
+
+// ParseProfile validates a profile name.
 func ParseProfile(s string) (Profile, error) {
-	switch p := Profile(s); p {
-	case ProfileStripeV1, ProfileStripeV2:
+	if p := Profile(s); slices.Contains(Profiles, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("unknown provider profile %q: want %q or %q", s, ProfileStripeV1, ProfileStripeV2)
+	shown, _ := domain.EvidenceText(s, domain.MaxProfileNameLength)
+	return "", fmt.Errorf("unknown provider %s: want one of %v", strconv.Quote(shown), Profiles)
 }
 
 // KeyRetention is how long the profile remembers an idempotency key.
 func (p Profile) KeyRetention() time.Duration {
-	if p == ProfileStripeV2 {
+	switch p {
+	case ProfileStripeV2:
 		return 30 * 24 * time.Hour
+	case ProfileMeridian:
+		return 7 * 24 * time.Hour
 	}
 	return 24 * time.Hour
+}
+
+// ConfigFor returns the configuration that makes the simulator behave as a
+// provider profile documents: the simulated profile (by name for a built-in
+// one, else by its API and its re-execution semantics), its key retention
+// and the metadata key of our reference. Callers add the clock and logger.
+func ConfigFor(p domain.ProviderProfile) (Config, error) {
+	c := Config{KeyRetention: p.KeyRetention, ReferenceKey: p.ReferenceField}
+	if named, err := ParseProfile(p.Name); err == nil {
+		c.Profile = named
+		return c, nil
+	}
+	switch {
+	case p.API == "meridian":
+		c.Profile = ProfileMeridian
+	case p.API == "stripe" && p.ReexecutesFailed:
+		c.Profile = ProfileStripeV2
+	case p.API == "stripe":
+		c.Profile = ProfileStripeV1
+	default:
+		return Config{}, fmt.Errorf("provider simulator: no simulated provider for profile %s (api %q)", p.Name, p.API)
+	}
+	if p.KeyRetention == 0 {
+		c.KeyRetention = time.Nanosecond // keys kept no time: every request is new
+	}
+	return c, nil
 }
 
 // Default limits, chosen generous for tests and demos yet finite.
@@ -59,6 +102,12 @@ type Config struct {
 	Clock func() time.Time
 	// KeyRetention overrides the profile's key retention when positive.
 	KeyRetention time.Duration
+	// ReferenceKey is the metadata key under which a Stripe-style request
+	// carries the merchant's own reference (our operation id): refunds are
+	// counted per operation and looked up by it (GET /v1/refunds?KEY=…).
+	// Default "operation_id". Meridian keeps the reference in
+	// merchantReference and is never searched by it.
+	ReferenceKey string
 	// MaxBodyBytes limits a request body (413 beyond).
 	MaxBodyBytes int64
 	// MaxRememberedKeys limits the idempotency keys held at once (429 for a
@@ -78,6 +127,7 @@ func (c *Config) setDefaults() {
 		c.Clock = time.Now
 	}
 	c.KeyRetention = cmp.Or(c.KeyRetention, c.Profile.KeyRetention())
+	c.ReferenceKey = cmp.Or(c.ReferenceKey, "operation_id")
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.MaxRememberedKeys = cmp.Or(c.MaxRememberedKeys, DefaultMaxRememberedKeys)
 	c.MaxArmedFaults = cmp.Or(c.MaxArmedFaults, DefaultMaxArmedFaults)
@@ -91,6 +141,9 @@ func (c *Config) validate() error {
 	var errs []error
 	if _, err := ParseProfile(string(c.Profile)); err != nil {
 		errs = append(errs, err)
+	}
+	if c.ReferenceKey != "" && (len(c.ReferenceKey) > maxMetadataKeyLen || domain.CheckText("reference key", c.ReferenceKey, maxMetadataKeyLen, true) != nil) {
+		errs = append(errs, fmt.Errorf("reference key %q: 1 to %d printable bytes", c.ReferenceKey, maxMetadataKeyLen))
 	}
 	if c.KeyRetention < 0 {
 		errs = append(errs, fmt.Errorf("key retention %s is negative", c.KeyRetention))

@@ -14,13 +14,15 @@ import (
 // request validation (nothing saved), the key (replay, conflict, mismatch or
 // execute), execution faults, commit.
 func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Idempotency-Key")
+	keyHeader := s.dia.keyHeader()
+	key := r.Header.Get(keyHeader)
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	var params refundParams
 	var paramErr *apiError
 	if readErr == nil {
-		params, paramErr = parseParams(r.Header.Get("Content-Type"), body)
+		params, paramErr = s.dia.parse(r.Header.Get("Content-Type"), body, s.cfg.ReferenceKey)
 	}
+	params.op = params.Metadata[s.cfg.ReferenceKey]
 	operationID := params.operationID()
 
 	s.mu.Lock()
@@ -37,13 +39,13 @@ func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 	if readErr != nil {
 		if maxErr := (*http.MaxBytesError)(nil); errors.As(readErr, &maxErr) {
-			s.respond(w, entry, errorAnswer(&apiError{
+			s.respond(w, entry, s.errorAnswer(&apiError{
 				status: http.StatusRequestEntityTooLarge, Type: errTypeInvalidRequest, Code: "request_too_large",
 				Message: fmt.Sprintf("Request body larger than %d bytes.", maxErr.Limit),
 			}), key, false, ResultRejected)
 			return
 		}
-		s.respond(w, entry, errorAnswer(invalidRequest(codeParameterInvalid, "", "Unreadable request body.")),
+		s.respond(w, entry, s.errorAnswer(invalidRequest(codeParameterInvalid, "", "Unreadable request body.")),
 			key, false, ResultRejected)
 		return
 	}
@@ -63,24 +65,25 @@ func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	maxKey := s.dia.maxKey()
 	switch {
 	case key == "":
-		s.respond(w, entry, errorAnswer(invalidRequest(codeParameterMissing, "Idempotency-Key",
-			"Missing required header: Idempotency-Key.")), key, false, ResultRejected)
+		s.respond(w, entry, s.errorAnswer(invalidRequest(codeParameterMissing, keyHeader,
+			"Missing required header: "+keyHeader+".")), key, false, ResultRejected)
 		return
-	case len(key) > maxIdempotencyKey:
-		s.respond(w, entry, errorAnswer(invalidRequest(codeParameterInvalid, "Idempotency-Key",
-			fmt.Sprintf("Invalid Idempotency-Key: longer than %d characters.", maxIdempotencyKey))), key, false, ResultRejected)
+	case len(key) > maxKey:
+		s.respond(w, entry, s.errorAnswer(invalidRequest(codeParameterInvalid, keyHeader,
+			fmt.Sprintf("Invalid %s: longer than %d characters.", keyHeader, maxKey))), key, false, ResultRejected)
 		return
-	case checkText("Idempotency-Key", key, maxIdempotencyKey) != nil:
-		s.respond(w, entry, errorAnswer(checkText("Idempotency-Key", key, maxIdempotencyKey)), "", false, ResultRejected)
+	case checkText(keyHeader, key, maxKey) != nil:
+		s.respond(w, entry, s.errorAnswer(checkText(keyHeader, key, maxKey)), "", false, ResultRejected)
 		return
 	case paramErr != nil:
-		s.respond(w, entry, errorAnswer(paramErr), key, false, ResultRejected)
+		s.respond(w, entry, s.errorAnswer(paramErr), key, false, ResultRejected)
 		return
 	}
 	if e := params.validate(); e != nil {
-		s.respond(w, entry, errorAnswer(e), key, false, ResultRejected)
+		s.respond(w, entry, s.errorAnswer(e), key, false, ResultRejected)
 		return
 	}
 
@@ -105,33 +108,33 @@ func (s *Simulator) admit(key string, p refundParams, entry *ReceivedRequest) (*
 	rec := s.keys[key]
 	switch {
 	case rec != nil && rec.fingerprint != fingerprint:
-		return nil, Fault{}, s.respondFunc(entry, errorAnswer(&apiError{
+		return nil, Fault{}, s.respondFunc(entry, s.errorAnswer(&apiError{
 			status: http.StatusBadRequest, Type: errTypeIdempotency, Code: codeIdempotencyKeyReused,
 			Message: fmt.Sprintf("Keys for idempotent requests can only be used with the same parameters they were first used with. Try a key other than %q to execute a different request.", key),
 		}), key, false, ResultMismatch)
 	case rec != nil && rec.inProgress:
-		return nil, Fault{}, s.respondFunc(entry, errorAnswer(&apiError{
+		return nil, Fault{}, s.respondFunc(entry, s.errorAnswer(&apiError{
 			status: http.StatusConflict, Type: errTypeIdempotency, Code: codeIdempotencyKeyInUse,
 			Message: fmt.Sprintf("Another request with idempotency key %q is in progress. Try again later.", key),
 		}), key, false, ResultConflict)
-	case rec != nil && s.cfg.Profile == ProfileStripeV1:
+	case rec != nil && s.replaysSavedErrors():
 		return nil, Fault{}, s.respondFunc(entry, rec.saved, key, true, ResultReplayed)
 	case rec != nil && rec.refundID != "":
-		// stripe-v2: the work under this key committed; answer its current state.
-		current := answer{status: http.StatusOK, body: mustJSON(s.refundsByID[rec.refundID].object())}
+		// stripe-v2, meridian: the work under this key committed; answer its current state.
+		current := s.dia.current(s.refundsByID[rec.refundID])
 		return nil, Fault{}, s.respondFunc(entry, current, key, true, ResultReplayed)
 	case rec != nil && !rec.failedWithoutEffect():
 		return nil, Fault{}, s.respondFunc(entry, rec.saved, key, true, ResultReplayed)
 	case rec != nil:
-		// stripe-v2: the saved result is a failure with no effect: execute again.
+		// stripe-v2, meridian: the saved result is a failure with no effect: execute again.
 		rec.inProgress = true
 	case len(s.keys) >= s.cfg.MaxRememberedKeys:
-		return nil, Fault{}, s.respondFunc(entry, errorAnswer(&apiError{
+		return nil, Fault{}, s.respondFunc(entry, s.errorAnswer(&apiError{
 			status: http.StatusTooManyRequests, Type: errTypeRateLimit, Code: "rate_limit",
 			Message: fmt.Sprintf("The simulator already remembers %d idempotency keys; try again later.", len(s.keys)),
 		}), key, false, ResultRejected)
 	default:
-		rec = &keyRecord{fingerprint: fingerprint, firstSeen: now, inProgress: true}
+		rec = &keyRecord{fingerprint: fingerprint, firstSeen: now, inProgress: true, operationID: p.operationID()}
 		s.keys[key] = rec
 	}
 	fault, ok := s.takeFaultLocked(stageExecution, p.operationID())
@@ -148,24 +151,28 @@ func (s *Simulator) execute(w http.ResponseWriter, r *http.Request, key string, 
 	}
 	switch fault.Kind {
 	case FaultRejectValidation:
-		a := errorAnswer(invalidRequest(codeParameterInvalid, "amount",
+		a := s.errorAnswer(invalidRequest(codeParameterInvalid, "amount",
 			"The refund was rejected before execution (simulated reject-validation fault)."))
 		s.save(rec, a, nil)
 		s.respond(w, entry, a, key, false, ResultRejected)
 		return
 	case Fault5xxBeforeCommit:
-		a := errorAnswer(&apiError{status: http.StatusInternalServerError, Type: errTypeAPI,
+		a := s.errorAnswer(&apiError{status: http.StatusInternalServerError, Type: errTypeAPI,
 			Message: "An unexpected error occurred (simulated 5xx-before-commit fault)."})
 		s.save(rec, a, nil)
 		s.respond(w, entry, a, key, false, ResultFailed)
 		return
 	}
 
-	ref := s.commit(key, p, entry)
-	success := answer{status: http.StatusOK, body: mustJSON(ref.object())}
+	ref := s.commit(rec, key, p, entry, fault.Kind == FaultDecline)
+	success := s.dia.created(ref)
+	result := ResultCreated
+	if ref.Declined {
+		result = ResultDeclined
+	}
 	switch fault.Kind {
 	case Fault5xxAfterCommit:
-		a := errorAnswer(&apiError{status: http.StatusInternalServerError, Type: errTypeAPI,
+		a := s.errorAnswer(&apiError{status: http.StatusInternalServerError, Type: errTypeAPI,
 			Message: "An unexpected error occurred (simulated 5xx-after-commit fault)."})
 		s.save(rec, a, ref)
 		s.respond(w, entry, a, key, false, ResultFailed)
@@ -183,38 +190,53 @@ func (s *Simulator) execute(w http.ResponseWriter, r *http.Request, key string, 
 		s.endHold()
 		s.save(rec, success, ref)
 		if r.Context().Err() != nil {
-			s.record(entry, 0, false, ref.ID, ResultCreated) // the client left; nobody to answer
+			s.record(entry, 0, false, ref.ID, result) // the client left; nobody to answer
 			return
 		}
-		s.respond(w, entry, success, key, false, ResultCreated)
+		s.respond(w, entry, success, key, false, result)
 	default:
 		s.save(rec, success, ref)
-		s.respond(w, entry, success, key, false, ResultCreated)
+		s.respond(w, entry, success, key, false, result)
 	}
 }
 
-// commit creates the refund and counts it.
-func (s *Simulator) commit(key string, p refundParams, entry *ReceivedRequest) *refund {
+// commit creates the refund (declined: as a refund that moved nothing),
+// counts it, and ties it to its key at once: a retrieve by key finds it
+// even while its answer is still held.
+func (s *Simulator) commit(rec *keyRecord, key string, p refundParams, entry *ReceivedRequest, declined bool) *refund {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ref := &refund{
-		ID:             fmt.Sprintf("re_sim%08d", len(s.refunds)+1),
+		ID:             s.dia.refundID(len(s.refunds) + 1),
 		IdempotencyKey: key,
+		Operation:      p.operationID(),
 		Amount:         p.Amount,
 		Currency:       p.Currency,
 		Order:          p.Order,
-		Status:         "succeeded",
+		Declined:       declined,
 		Metadata:       cloneMetadata(p.Metadata),
 		Created:        s.clock.now().Unix(),
 	}
 	s.refunds = append(s.refunds, ref)
 	s.refundsByID[ref.ID] = ref
-	op := ref.operationID()
+	op := ref.Operation
 	s.refundsByOp[op] = append(s.refundsByOp[op], ref)
-	s.totals.RefundsCreated++
+	var c *Counters
 	if op != "" {
-		s.countersLocked(op).RefundsCreated++
+		c = s.countersLocked(op)
 	}
+	if declined {
+		s.totals.RefundsDeclined++
+		if c != nil {
+			c.RefundsDeclined++
+		}
+	} else {
+		s.totals.RefundsCreated++
+		if c != nil {
+			c.RefundsCreated++
+		}
+	}
+	rec.refundID = ref.ID
 	entry.RefundID = ref.ID
 	return ref
 }
@@ -244,7 +266,7 @@ func (s *Simulator) record(entry *ReceivedRequest, status int, replayed bool, re
 // already shows a request when its client reads the response.
 func (s *Simulator) respond(w http.ResponseWriter, entry *ReceivedRequest, a answer, key string, replayed bool, result RequestResult) {
 	s.record(entry, a.status, replayed, "", result)
-	writeAnswer(w, a, key, entry.Seq, replayed)
+	s.writeAnswer(w, a, key, entry.Seq, replayed)
 }
 
 func (s *Simulator) respondFunc(entry *ReceivedRequest, a answer, key string, replayed bool, result RequestResult) func(http.ResponseWriter) {
@@ -275,7 +297,7 @@ func (s *Simulator) abandon(w http.ResponseWriter, entry *ReceivedRequest, key s
 		s.record(entry, 0, false, "", ResultAbandoned)
 		return
 	}
-	s.respond(w, entry, errorAnswer(&apiError{status: http.StatusServiceUnavailable, Type: errTypeAPI,
+	s.respond(w, entry, s.errorAnswer(&apiError{status: http.StatusServiceUnavailable, Type: errTypeAPI,
 		Message: "The simulator is shutting down; nothing was executed."}), key, false, ResultAbandoned)
 }
 

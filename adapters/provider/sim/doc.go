@@ -1,16 +1,21 @@
-// Package sim is a payment-provider simulator: a Stripe-style refunds API
-// served as an http.Handler, with an observable ledger, armed faults and a
+// Package sim is a payment-provider simulator of two different providers,
+// chosen by Config.Profile: a Stripe-style refunds API (stripe-v1,
+// stripe-v2) and the Meridian refund-requests API (meridian), each served
+// as an http.Handler with an observable ledger, armed faults and a
 // simulated clock. Tests use it in-process through httptest; the
-// `opledger provider-sim` command serves it on a listener (Serve,
-// ListenAndServe).
+// `opledger provider-sim --provider NAME` command serves it on a listener
+// (Serve, ListenAndServe). The idempotency, fault and ledger engine is one;
+// each provider's dialect reads its requests and writes its answers and
+// export.
 //
-// # API
+// # Stripe API (stripe-v1, stripe-v2)
 //
 //	POST /v1/refunds              create a refund; header Idempotency-Key required
-//	GET  /v1/refunds?operation_id= refunds whose metadata operation_id matches (a lookup)
+//	GET  /v1/refunds?operation_id= refunds whose metadata operation_id matches (a lookup;
+//	                              the parameter is Config.ReferenceKey)
 //	GET  /v1/refunds/{id}         one refund (a lookup)
 //	GET  /_sim/ledger             the Ledger as JSON
-//	GET  /_sim/ledger/export      every refund created, one JSON object per line
+//	GET  /_sim/ledger/export      every refund created, one JSON object per line (ExportedRefund)
 //	GET  /_sim/faults             armed faults; POST arms one: {"kind","operation_id","duration"}
 //	POST /_sim/faults/release     releases every held response
 //	GET  /_sim/clock              the simulated time; POST {"advance":"25h"} moves it forward
@@ -28,6 +33,32 @@
 // (domain.CheckText: so its ledger and export never carry them). A lookup
 // takes operation_id once and nothing else; /_sim bodies are read by the
 // same strict rules.
+//
+// # Meridian API (meridian)
+//
+//	POST /v3/refund-requests                        create; header Meridian-Request-Id required
+//	GET  /v3/refund-requests/by-request-id/{key}    the refund request made under a request id (a lookup)
+//	GET  /v3/refund-requests/{id}                   one refund request (a lookup)
+//
+// There is no search by the merchant's reference: a caller that lost an
+// answer can only ask by the request id it sent. A creation body is JSON
+// only, read strictly (domain/strictjson):
+// {"merchantReference":"OP-1","merchantOrder":"ORD-1","amount":{"value":12000,"currency":"EUR"}}.
+// The first execution answers 201 with the refund request
+// ({"refundRequestId","requestId","merchantReference","merchantOrder",
+// "amount":{"value","currency"},"status":"COMPLETED"|"DECLINED",
+// "declineReason","createdAt"}); a replay answers 200 with the same object
+// and Meridian-Replayed: true. Errors are {"errorCode","message","field"}:
+// 400 MALFORMED_REQUEST (the request could not be read: no request id, not
+// JSON, unknown or repeated names, another media type), 422
+// VALIDATION_FAILED (a value refused before execution), 422
+// REQUEST_ID_REUSED (same id, other parameters), 409 REQUEST_IN_PROGRESS,
+// 413, 429 RATE_LIMITED, 500 INTERNAL_ERROR, 503 SERVICE_UNAVAILABLE. The
+// retrieve by request id answers 200 with the refund request committed
+// under it, 404 NOT_FOUND when none is, 409 REQUEST_IN_PROGRESS while a
+// request under it executes with nothing committed. The export is a CSV
+// settlement report (MeridianExportHeader, then one line per refund
+// request).
 //
 // # Idempotency: what is saved under a key
 //
@@ -56,7 +87,8 @@
 //     parameters gets the saved response replayed, status and body
 //     byte-identical, errors included (a saved 500 is replayed even when the
 //     refund was committed), with header Idempotent-Replayed: true.
-//   - stripe-v2: a key is remembered 30 days. If a refund was committed under
+//   - stripe-v2 (and meridian, whose request ids are remembered 7 days): a
+//     key is remembered 30 days. If a refund was committed under
 //     the key, a repeat returns the refund's current object with 200 and
 //     Idempotent-Replayed: true (no new changes), even when the first answer
 //     was a 5xx-after-commit: the work did not fail, only its answer. If the
@@ -89,9 +121,11 @@
 //     request: reject-validation, 5xx-before-commit (500 api_error, nothing
 //     created), 5xx-after-commit (refund created, 500 api_error),
 //     lose-response-after-commit (refund created, connection closed without
-//     a response) and hold-response (refund created, the key stays in
+//     a response), hold-response (refund created, the key stays in
 //     progress and the response is withheld until Release, until the client
-//     goes away, or until Close).
+//     goes away, or until Close) and decline (the refund is committed as
+//     declined, Stripe "failed" or Meridian DECLINED: answered 2xx, kept
+//     under the key, nothing moved; counted in refunds_declined).
 //
 // Held reports when a response is being held, so tests wait on a channel,
 // never on a sleep.
@@ -100,8 +134,9 @@
 //
 // Every refund-creation request is counted in requests_received as it is
 // received, whatever happens next (replays, rejections and dropped
-// connections included); refunds_created counts refunds committed; lookups
-// counts GET /v1/refunds and GET /v1/refunds/{id}. by_operation holds the same
+// connections included); refunds_created counts refunds committed that took
+// effect, refunds_declined those committed as declined; lookups counts the
+// reads (the GETs above). by_operation holds the same
 // counters per metadata operation_id (a request whose body names no operation
 // is counted in the totals only). The ledger also keeps a log of the most
 // recent requests (key, operation, fault, status, result). Administrative

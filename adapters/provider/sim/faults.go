@@ -29,12 +29,16 @@ const (
 	// FaultDropConnectionBeforeRead closes the connection as the request
 	// arrives, before the API reads it: nothing executed, nothing saved.
 	FaultDropConnectionBeforeRead FaultKind = "drop-connection-before-read"
+	// FaultDecline executes the request and commits the refund as declined
+	// (Stripe "failed", Meridian DECLINED): answered 2xx, saved under the
+	// key like any committed refund, and nothing moved.
+	FaultDecline FaultKind = "decline"
 )
 
 // FaultKinds lists every fault kind.
 var FaultKinds = []FaultKind{
 	FaultLoseResponseAfterCommit, FaultHoldResponse, Fault5xxBeforeCommit, Fault5xxAfterCommit,
-	FaultRejectValidation, FaultDelay, FaultDropConnectionBeforeRead,
+	FaultRejectValidation, FaultDelay, FaultDropConnectionBeforeRead, FaultDecline,
 }
 
 // MaxFaultDelay bounds a delay fault, so that no handler waits unboundedly.

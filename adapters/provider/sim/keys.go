@@ -10,10 +10,12 @@ type keyRecord struct {
 	inProgress  bool      // a request under this key is executing
 	saved       answer    // the saved result, once execution finished
 	refundID    string    // the refund committed under this key, if any
+	operationID string    // the merchant's reference of the first request
 }
 
 // failedWithoutEffect reports whether the saved result is a failure under
-// which nothing was committed: the case stripe-v2 executes again.
+// which nothing was committed: the case stripe-v2 and meridian execute
+// again.
 func (k *keyRecord) failedWithoutEffect() bool {
 	return k.refundID == "" && (k.saved.status < 200 || k.saved.status > 299)
 }
@@ -29,3 +31,8 @@ func (s *Simulator) pruneKeysLocked(now time.Time) {
 		}
 	}
 }
+
+// replaysSavedErrors reports whether a repeated key gets its saved answer
+// whatever it was (stripe-v1), rather than the committed refund's current
+// state or a new execution (stripe-v2, meridian).
+func (s *Simulator) replaysSavedErrors() bool { return s.cfg.Profile == ProfileStripeV1 }

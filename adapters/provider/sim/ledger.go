@@ -1,9 +1,6 @@
 package sim
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -15,9 +12,14 @@ type Counters struct {
 	// RequestsReceived counts refund-creation requests as received, replays,
 	// rejections and dropped connections included.
 	RequestsReceived int `json:"requests_received"`
-	// RefundsCreated counts refunds committed.
+	// RefundsCreated counts refunds committed that took effect.
 	RefundsCreated int `json:"refunds_created"`
-	// Lookups counts GET /v1/refunds and GET /v1/refunds/{id}.
+	// RefundsDeclined counts refunds committed as declined (FaultDecline):
+	// recorded by the provider, nothing moved.
+	RefundsDeclined int `json:"refunds_declined,omitempty"`
+	// Lookups counts the reads: GET /v1/refunds and GET /v1/refunds/{id}
+	// (Stripe), GET /v3/refund-requests/by-request-id/{key} and
+	// /v3/refund-requests/{id} (Meridian).
 	Lookups int `json:"lookups"`
 }
 
@@ -26,7 +28,8 @@ type RequestResult string
 
 const (
 	ResultPending   RequestResult = "pending"   // still being handled
-	ResultCreated   RequestResult = "created"   // executed; refund committed and answered 200
+	ResultCreated   RequestResult = "created"   // executed; refund committed and answered 2xx
+	ResultDeclined  RequestResult = "declined"  // executed; refund committed as declined (nothing moved), answered 2xx
 	ResultReplayed  RequestResult = "replayed"  // answered from the key's saved result
 	ResultRejected  RequestResult = "rejected"  // 4xx; nothing executed (see the status)
 	ResultConflict  RequestResult = "conflict"  // 409: the key is in progress
@@ -81,42 +84,18 @@ func (s *Simulator) Ledger() Ledger {
 	return l
 }
 
-// ExportedRefund is one line of the ledger export.
-type ExportedRefund struct {
-	ID             string `json:"id"`
-	OperationID    string `json:"operation_id"`
-	IdempotencyKey string `json:"idempotency_key"`
-	Amount         int64  `json:"amount"`
-	Currency       string `json:"currency"`
-	Order          string `json:"order"`
-	Status         string `json:"status"`
-	Created        int64  `json:"created"` // unix seconds, simulated clock
-}
-
-// WriteLedgerExport writes every refund created, in creation order, one JSON
-// object per line.
+// WriteLedgerExport writes every refund created (declined ones included),
+// in creation order, in the provider's export format: JSON lines of
+// ExportedRefund for the Stripe profiles, a CSV settlement report
+// (MeridianExportHeader) for Meridian.
 func (s *Simulator) WriteLedgerExport(w io.Writer) error {
 	s.mu.Lock()
-	lines := make([]ExportedRefund, 0, len(s.refunds))
+	refunds := make([]refund, 0, len(s.refunds))
 	for _, r := range s.refunds {
-		lines = append(lines, ExportedRefund{
-			ID: r.ID, OperationID: r.operationID(), IdempotencyKey: r.IdempotencyKey, Amount: r.Amount,
-			Currency: r.Currency, Order: r.Order, Status: r.Status, Created: r.Created,
-		})
+		refunds = append(refunds, *r)
 	}
 	s.mu.Unlock() // do not hold the lock while writing to a slow writer
-
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	for _, l := range lines {
-		if err := enc.Encode(l); err != nil {
-			return fmt.Errorf("export ledger: %w", err)
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("export ledger: %w", err)
-	}
-	return nil
+	return s.dia.export(w, refunds)
 }
 
 // countersLocked returns the counters of operationID, creating them.

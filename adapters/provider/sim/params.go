@@ -29,9 +29,10 @@ type refundParams struct {
 	Currency  string
 	Order     string
 	Metadata  map[string]string
+	op        string // Metadata[Config.ReferenceKey]: the merchant's reference
 }
 
-func (p refundParams) operationID() string { return p.Metadata["operation_id"] }
+func (p refundParams) operationID() string { return p.op }
 
 // fingerprint identifies the parameters, independent of the body's encoding,
 // so a form and a JSON body with the same values compare equal.

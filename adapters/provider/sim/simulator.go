@@ -12,6 +12,7 @@ import (
 // state.
 type Simulator struct {
 	cfg   Config
+	dia   dialect
 	log   *slog.Logger
 	clock *simClock
 	mux   *http.ServeMux
@@ -40,6 +41,7 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	s := &Simulator{
 		cfg:         cfg,
+		dia:         newDialect(cfg.Profile),
 		log:         cfg.Logger.With("component", "provider-sim", "profile", string(cfg.Profile)),
 		clock:       newSimClock(cfg.Clock, cfg.Start),
 		done:        make(chan struct{}),
@@ -50,9 +52,7 @@ func New(cfg Config) (*Simulator, error) {
 		holds:       newHolds(),
 	}
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST /v1/refunds", s.handleCreate)
-	s.mux.HandleFunc("GET /v1/refunds", s.handleList)
-	s.mux.HandleFunc("GET /v1/refunds/{id}", s.handleRetrieve)
+	s.dia.routes(s, s.mux)
 	s.mux.HandleFunc("GET /_sim/ledger", s.handleLedger)
 	s.mux.HandleFunc("GET /_sim/ledger/export", s.handleExport)
 	s.mux.HandleFunc("GET /_sim/faults", s.handleListFaults)
@@ -66,7 +66,7 @@ func New(cfg Config) (*Simulator, error) {
 // Profile is the profile the simulator models.
 func (s *Simulator) Profile() Profile { return s.cfg.Profile }
 
-// ServeHTTP serves the provider API and the /_sim endpoints.
+// ServeHTTP serves the profile's provider API and the /_sim endpoints.
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Now is the simulated time.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 )
@@ -11,48 +12,54 @@ import (
 type refund struct {
 	ID             string
 	IdempotencyKey string
+	Operation      string // the merchant's reference (our operation id), "" when none
 	Amount         int64
-	Currency       string
+	Currency       string // lowercase
 	Order          string
-	Status         string
+	Declined       bool // committed as declined (FaultDecline): nothing moved
 	Metadata       map[string]string
 	Created        int64 // unix seconds, simulated clock
 }
 
-func (r *refund) operationID() string { return r.Metadata["operation_id"] }
-
-// refundObject is a refund on the wire, as Stripe shapes it.
-type refundObject struct {
-	ID       string            `json:"id"`
-	Object   string            `json:"object"`
-	Amount   int64             `json:"amount"`
-	Currency string            `json:"currency"`
-	Order    string            `json:"order"`
-	Status   string            `json:"status"`
-	Metadata map[string]string `json:"metadata"`
-	Created  int64             `json:"created"`
+// dialect is one provider's API shape: how a creation request is read, how
+// every answer is written, which reads it serves and how its ledger export
+// looks. The idempotency, fault and ledger engine around it is the same for
+// every provider (create.go); what differs by profile beyond the shape is
+// Simulator.replaysSavedErrors and the key retention.
+type dialect interface {
+	// keyHeader is the request header carrying the idempotency key.
+	keyHeader() string
+	// maxKey is the longest key the provider takes.
+	maxKey() int
+	// parse decodes a creation body; it returns whatever it could decode
+	// (the operation, for counting) together with the first refusal.
+	parse(contentType string, body []byte, referenceKey string) (refundParams, *apiError)
+	// errorAnswer renders an error in the provider's shape.
+	errorAnswer(e *apiError) answer
+	// created is the answer to the execution that committed r; current the
+	// answer of a replay, showing r's current state.
+	created(r *refund) answer
+	current(r *refund) answer
+	// refundID names the n-th refund (1-based).
+	refundID(n int) string
+	// replayHeader is the header marking an answer a replay.
+	replayHeader() string
+	// routes mounts the provider API on mux.
+	routes(s *Simulator, mux *http.ServeMux)
+	// export writes the ledger export; contentType is its media type.
+	export(w io.Writer, refunds []refund) error
+	exportContentType() string
 }
 
-func (r *refund) object() refundObject {
-	md := make(map[string]string, len(r.Metadata))
-	for k, v := range r.Metadata {
-		md[k] = v
+func newDialect(p Profile) dialect {
+	if p == ProfileMeridian {
+		return meridianDialect{}
 	}
-	return refundObject{
-		ID: r.ID, Object: "refund", Amount: r.Amount, Currency: r.Currency, Order: r.Order,
-		Status: r.Status, Metadata: md, Created: r.Created,
-	}
+	return stripeDialect{}
 }
 
-// listObject is a page of refunds on the wire.
-type listObject struct {
-	Object  string         `json:"object"`
-	Data    []refundObject `json:"data"`
-	HasMore bool           `json:"has_more"`
-	URL     string         `json:"url"`
-}
-
-// Error types and codes the simulator answers with (Stripe's vocabulary).
+// Error types and codes the simulator describes errors with (Stripe's
+// vocabulary; the Meridian dialect maps them onto its own).
 const (
 	errTypeInvalidRequest = "invalid_request_error"
 	errTypeIdempotency    = "idempotency_error"
@@ -67,16 +74,22 @@ const (
 	codeResourceMissing      = "resource_missing"
 )
 
-// apiError is an error answer: its HTTP status and the body's error object.
+// apiError is an error answer: its HTTP status and what went wrong, in the
+// Stripe vocabulary the engine speaks; a dialect renders it.
 type apiError struct {
 	status  int
 	Type    string `json:"type"`
 	Code    string `json:"code,omitempty"`
 	Param   string `json:"param,omitempty"`
 	Message string `json:"message"`
+	// malformed: the request could not be read at all (syntax, names,
+	// media type), as opposed to a parameter value refused.
+	malformed bool
 }
 
-func (e *apiError) body() []byte {
+// stripeBody is the error in Stripe's shape, {"error":{...}}: also the
+// shape of every /_sim answer.
+func (e *apiError) stripeBody() []byte {
 	return mustJSON(struct {
 		Error *apiError `json:"error"`
 	}{e})
@@ -101,19 +114,20 @@ type answer struct {
 	body   []byte
 }
 
-func errorAnswer(e *apiError) answer { return answer{status: e.status, body: e.body()} }
+// errorAnswer renders e in the simulator's provider shape.
+func (s *Simulator) errorAnswer(e *apiError) answer { return s.dia.errorAnswer(e) }
 
 // writeAnswer writes a JSON response with the simulator's standard headers.
-func writeAnswer(w http.ResponseWriter, a answer, key string, requestSeq int64, replayed bool) {
+func (s *Simulator) writeAnswer(w http.ResponseWriter, a answer, key string, requestSeq int64, replayed bool) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(a.body)))
 	h.Set("Request-Id", "req_sim_"+strconv.FormatInt(requestSeq, 10))
 	if key != "" {
-		h.Set("Idempotency-Key", key)
+		h.Set(s.dia.keyHeader(), key)
 	}
 	if replayed {
-		h.Set("Idempotent-Replayed", "true")
+		h.Set(s.dia.replayHeader(), "true")
 	}
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body) // the client may be gone; nothing to do about it
