@@ -1,29 +1,11 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opledger/domain"
-)
-
-const (
-	escalationsSQL = `SELECT e.id, e.operation_id, e.attempt, e.lease_epoch, e.idempotency_key, e.worker_id, e.started_at,
-       e.unknown_since, e.unknown_cause, e.escalated_at, e.escalation_reason, e.escalation_detail,
-       o.amount_minor, o.currency, o.order_id, o.correlation_id
-FROM %[1]s.executions e JOIN %[1]s.operations o ON o.id = e.operation_id
-WHERE e.state = 'Escalated' AND ($1::timestamptz IS NULL OR (e.escalated_at, e.id) > ($1::timestamptz, $2::text))
-ORDER BY e.escalated_at, e.id LIMIT $3`
-	// escalationEvidenceSQL lists the newest evidence of each execution
-	// (through evidence_operation_id_idx), at most $3 per execution.
-	escalationEvidenceSQL = `SELECT ` + evidenceColumns + ` FROM (
-    SELECT ev.*, row_number() OVER (PARTITION BY ev.execution_id ORDER BY ev.event_seq DESC) AS rn
-    FROM %[1]s.evidence ev WHERE ev.operation_id = ANY($1) AND ev.execution_id = ANY($2)
-) x WHERE rn <= $3 ORDER BY event_seq`
+	"opledger/projections"
 )
 
 type escalationView struct {
@@ -61,97 +43,53 @@ func (s *Server) listEscalations(_ http.ResponseWriter, r *http.Request, _ Princ
 	if err != nil {
 		return reply{}, err
 	}
-	var (
-		afterAt *time.Time
-		afterID string
-	)
+	var after *projections.TimeCursor
 	if text := r.URL.Query().Get("cursor"); text != "" {
-		at, id, ok := parseEscalationCursor(text)
+		c, ok := projections.ParseTimeCursor(text, validExecutionID)
 		if !ok {
 			return reply{}, invalid("cursor", "cursor must be a next_cursor this endpoint answered")
 		}
-		afterAt, afterID = &at, id
+		after = &c
 	}
-	m := s.reads
-	rows, err := m.db.Query(r.Context(), m.sql(escalationsSQL), afterAt, afterID, limit+1)
+	page, err := s.reads.ListEscalations(r.Context(), after, limit)
 	if err != nil {
 		return reply{}, readError("escalations", err)
 	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (escalationView, error) {
-		var v escalationView
-		err := row.Scan(&v.ExecutionID, &v.OperationID, &v.Attempt, &v.LeaseEpoch, &v.IdempotencyKey, &v.WorkerID, &v.StartedAt,
-			&v.UnknownSince, &v.UnknownCause, &v.EscalatedAt, &v.EscalationReason, &v.EscalationDetail,
-			&v.AmountMinor, &v.Currency, &v.OrderID, &v.CorrelationID)
-		v.StartedAt, v.EscalatedAt, v.UnknownSince = v.StartedAt.UTC(), v.EscalatedAt.UTC(), utc(v.UnknownSince)
-		v.Evidence = []evidenceView{}
-		return v, err
-	})
+	resp := escalationsResponse{Escalations: make([]escalationView, 0, len(page.Escalations))}
+	if page.Next != nil {
+		resp.NextCursor = page.Next.String()
+	}
+	ops := make([]string, 0, len(page.Escalations))
+	execs := make([]string, 0, len(page.Escalations))
+	at := make(map[string]int, len(page.Escalations))
+	for i, e := range page.Escalations {
+		v := escalationView{ExecutionID: e.ID, OperationID: e.OperationID, Attempt: e.Attempt, LeaseEpoch: e.LeaseEpoch,
+			IdempotencyKey: e.IdempotencyKey, WorkerID: e.WorkerID, StartedAt: e.StartedAt, UnknownSince: e.UnknownSince,
+			UnknownCause: e.UnknownCause, EscalationReason: e.EscalationReason, EscalationDetail: e.EscalationDetail,
+			AmountMinor: e.AmountMinor, Currency: e.Currency, OrderID: e.OrderID, CorrelationID: e.CorrelationID,
+			Evidence: []evidenceView{}}
+		if e.EscalatedAt != nil {
+			v.EscalatedAt = *e.EscalatedAt
+		}
+		resp.Escalations = append(resp.Escalations, v)
+		ops, execs, at[e.ID] = append(ops, e.OperationID), append(execs, e.ID), i
+	}
+	evs, err := s.reads.EvidenceOfExecutions(r.Context(), ops, execs, maxEvidencePerEscalation)
 	if err != nil {
-		return reply{}, readError("escalations", err)
-	}
-	resp := escalationsResponse{Escalations: items}
-	if len(items) > limit {
-		resp.Escalations = items[:limit]
-		last := items[limit-1]
-		resp.NextCursor = escalationCursor(last.EscalatedAt, last.ExecutionID)
-	}
-	if err := s.attachEvidence(r, resp.Escalations); err != nil {
-		return reply{}, err
-	}
-	if resp.Escalations == nil {
-		resp.Escalations = []escalationView{}
-	}
-	return ok(resp), nil
-}
-
-// attachEvidence fills each escalation's evidence with one query.
-func (s *Server) attachEvidence(r *http.Request, items []escalationView) error {
-	if len(items) == 0 {
-		return nil
-	}
-	ops := make([]string, 0, len(items))
-	execs := make([]string, 0, len(items))
-	at := make(map[string]int, len(items))
-	for i, it := range items {
-		ops, execs, at[it.ExecutionID] = append(ops, it.OperationID), append(execs, it.ExecutionID), i
-	}
-	m := s.reads
-	rows, err := m.db.Query(r.Context(), m.sql(escalationEvidenceSQL), ops, execs, maxEvidencePerEscalation)
-	if err != nil {
-		return readError("escalation evidence", err)
-	}
-	evs, err := pgx.CollectRows(rows, scanEvidence)
-	if err != nil {
-		return readError("escalation evidence", err)
+		return reply{}, readError("escalation evidence", err)
 	}
 	for _, ev := range evs {
 		if ev.ExecutionID == nil {
 			continue
 		}
 		if i, found := at[*ev.ExecutionID]; found {
-			items[i].Evidence = append(items[i].Evidence, ev)
+			resp.Escalations[i].Evidence = append(resp.Escalations[i].Evidence, newEvidenceView(ev))
 		}
 	}
-	return nil
+	return ok(resp), nil
 }
 
-// escalationCursor encodes a keyset position: the escalation time and id.
-func escalationCursor(at time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id))
-}
-
-func parseEscalationCursor(text string) (time.Time, string, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(text)
-	if err != nil {
-		return time.Time{}, "", false
-	}
-	ts, id, found := strings.Cut(string(raw), "|")
-	at, err := time.Parse(time.RFC3339Nano, ts)
-	if !found || err != nil {
-		return time.Time{}, "", false
-	}
-	if _, err := domain.ParseExecutionID(id); err != nil {
-		return time.Time{}, "", false
-	}
-	return at, id, true
+func validExecutionID(id string) bool {
+	_, err := domain.ParseExecutionID(id)
+	return err == nil
 }

@@ -1,26 +1,17 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opledger/domain"
+	"opledger/projections"
 )
-
-// evidenceColumns are read into evidenceView, in its field order.
-const evidenceColumns = `event_seq, kind, reason, status, operation_id, message_id, capability_id, execution_id, worker,
-       execution_attempted, replay_suspected, detail, command, lease_epoch, current_epoch, outcome, provider_reference,
-       recorded_at`
 
 // evidenceView is one row of the evidence read model: a refused
 // presentation, a duplicate delivery or a refused write.
 type evidenceView struct {
-	Seq                int64     `json:"-"`
 	Kind               string    `json:"kind"`
 	Reason             string    `json:"reason"`
 	Status             *string   `json:"status,omitempty"`
@@ -40,13 +31,11 @@ type evidenceView struct {
 	RecordedAt         time.Time `json:"recorded_at"`
 }
 
-func scanEvidence(row pgx.CollectableRow) (evidenceView, error) {
-	var v evidenceView
-	err := row.Scan(&v.Seq, &v.Kind, &v.Reason, &v.Status, &v.OperationID, &v.MessageID, &v.CapabilityID, &v.ExecutionID,
-		&v.Worker, &v.ExecutionAttempted, &v.ReplaySuspected, &v.Detail, &v.Command, &v.LeaseEpoch, &v.CurrentEpoch,
-		&v.Outcome, &v.ProviderReference, &v.RecordedAt)
-	v.RecordedAt = v.RecordedAt.UTC()
-	return v, err
+func newEvidenceView(v projections.Evidence) evidenceView {
+	return evidenceView{Kind: v.Kind, Reason: v.Reason, Status: v.Status, OperationID: v.OperationID, MessageID: v.MessageID,
+		CapabilityID: v.CapabilityID, ExecutionID: v.ExecutionID, Worker: v.Worker, ExecutionAttempted: v.ExecutionAttempted,
+		ReplaySuspected: v.ReplaySuspected, Detail: v.Detail, Command: v.Command, LeaseEpoch: v.LeaseEpoch,
+		CurrentEpoch: v.CurrentEpoch, Outcome: v.Outcome, ProviderReference: v.ProviderReference, RecordedAt: v.RecordedAt}
 }
 
 type evidenceResponse struct {
@@ -65,58 +54,49 @@ func (s *Server) listEvidence(_ http.ResponseWriter, r *http.Request, _ Principa
 	if err != nil {
 		return reply{}, err
 	}
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	query := projections.EvidenceQuery{Limit: limit}
 	if reason := q.Get("reason"); reason != "" {
 		if len(reason) > domain.MaxIDLength {
 			return reply{}, invalid("reason", "reason is longer than %d bytes", domain.MaxIDLength)
 		}
-		where = append(where, "reason = "+arg(reason))
+		query.Reason = reason
 	}
 	if text := q.Get("operation_id"); text != "" {
 		op, err := domain.ParseOperationID(text)
 		if err != nil {
 			return reply{}, invalid("operation_id", "operation_id: %v", err)
 		}
-		where = append(where, "operation_id = "+arg(string(op)))
+		query.OperationID = string(op)
 	}
 	if text := q.Get("since"); text != "" {
 		since, err := time.Parse(time.RFC3339Nano, text)
 		if err != nil {
 			return reply{}, invalid("since", "since must be an RFC 3339 time like 2026-11-26T14:00:00Z")
 		}
-		where = append(where, "recorded_at >= "+arg(since))
+		query.Since = since
 	}
 	if text := q.Get("cursor"); text != "" {
 		after, err := strconv.ParseInt(text, 10, 64)
 		if err != nil || after < 0 {
 			return reply{}, invalid("cursor", "cursor must be a next_cursor this endpoint answered")
 		}
-		where = append(where, "event_seq > "+arg(after))
+		query.After = after
 	}
-	stmt := `SELECT ` + evidenceColumns + ` FROM %[1]s.evidence`
-	if len(where) > 0 {
-		stmt += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	stmt += ` ORDER BY event_seq LIMIT ` + arg(limit+1)
-	rows, err := s.reads.db.Query(r.Context(), s.reads.sql(stmt), args...)
+	page, err := s.reads.ListEvidence(r.Context(), query)
 	if err != nil {
 		return reply{}, readError("evidence", err)
 	}
-	items, err := pgx.CollectRows(rows, scanEvidence)
-	if err != nil {
-		return reply{}, readError("evidence", err)
-	}
-	resp := evidenceResponse{Evidence: items}
-	if len(items) > limit {
-		resp.Evidence = items[:limit]
-		resp.NextCursor = fmt.Sprint(items[limit-1].Seq)
-	}
-	if resp.Evidence == nil {
-		resp.Evidence = []evidenceView{}
+	resp := evidenceResponse{Evidence: evidenceViews(page.Evidence)}
+	if page.Next != 0 {
+		resp.NextCursor = strconv.FormatInt(page.Next, 10)
 	}
 	return ok(resp), nil
+}
+
+func evidenceViews(evs []projections.Evidence) []evidenceView {
+	out := make([]evidenceView, 0, len(evs))
+	for _, ev := range evs {
+		out = append(out, newEvidenceView(ev))
+	}
+	return out
 }

@@ -1,26 +1,10 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opledger/domain"
-)
-
-// maxExecutionsListed bounds the executions shown with one operation (each
-// needs a NotApplied before it, so real operations have a handful).
-const maxExecutionsListed = 1000
-
-const (
-	operationSQL = `SELECT id, state, attempt, amount_minor, currency, order_id, correlation_id,
-       order_total_minor, created_at, updated_at, version, projection_incomplete
-FROM %[1]s.operations WHERE id = $1`
-	executionsOfSQL = `SELECT id, state, attempt, lease_epoch, idempotency_key, outcome, provider_reference, started_at, ended_at
-FROM %[1]s.executions WHERE operation_id = $1
-ORDER BY attempt, started_at, id LIMIT $2`
 )
 
 type operationView struct {
@@ -61,34 +45,26 @@ func (s *Server) getOperation(_ http.ResponseWriter, r *http.Request, _ Principa
 	if err != nil {
 		return reply{}, err
 	}
-	m := s.reads
-	var v operationView
-	err = m.db.QueryRow(r.Context(), m.sql(operationSQL), string(op)).Scan(&v.OperationID, &v.State, &v.Attempt, &v.AmountMinor,
-		&v.Currency, &v.OrderID, &v.CorrelationID, &v.OrderTotalMinor, &v.CreatedAt, &v.UpdatedAt, &v.Version, &v.ProjectionIncomplete)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return reply{}, notFound(string(domain.ReasonOperationUnknown),
-			"no operation %s in the read models (a just-created operation appears once the projection catches up)", op)
-	}
+	o, found, err := s.reads.Operation(r.Context(), string(op))
 	if err != nil {
 		return reply{}, readError("operation", err)
 	}
-	v.CreatedAt, v.UpdatedAt = v.CreatedAt.UTC(), v.UpdatedAt.UTC()
-	rows, err := m.db.Query(r.Context(), m.sql(executionsOfSQL), string(op), maxExecutionsListed)
+	if !found {
+		return reply{}, notFound(string(domain.ReasonOperationUnknown),
+			"no operation %s in the read models (a just-created operation appears once the projection catches up)", op)
+	}
+	xs, err := s.reads.ExecutionsOf(r.Context(), string(op))
 	if err != nil {
 		return reply{}, readError("executions", err)
 	}
-	v.Executions, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (executionView, error) {
-		var x executionView
-		err := row.Scan(&x.ExecutionID, &x.State, &x.Attempt, &x.LeaseEpoch, &x.IdempotencyKey, &x.Outcome,
-			&x.ProviderReference, &x.StartedAt, &x.EndedAt)
-		x.StartedAt, x.EndedAt = x.StartedAt.UTC(), utc(x.EndedAt)
-		return x, err
-	})
-	if err != nil {
-		return reply{}, readError("executions", err)
-	}
-	if v.Executions == nil {
-		v.Executions = []executionView{}
+	v := operationView{OperationID: o.ID, State: o.State, Attempt: o.Attempt, AmountMinor: o.AmountMinor, Currency: o.Currency,
+		OrderID: o.OrderID, CorrelationID: o.CorrelationID, OrderTotalMinor: o.OrderTotalMinor, CreatedAt: o.CreatedAt,
+		UpdatedAt: o.UpdatedAt, Version: o.Version, ProjectionIncomplete: o.ProjectionIncomplete,
+		Executions: make([]executionView, 0, len(xs))}
+	for _, x := range xs {
+		v.Executions = append(v.Executions, executionView{ExecutionID: x.ID, State: x.State, Attempt: x.Attempt,
+			LeaseEpoch: x.LeaseEpoch, IdempotencyKey: x.IdempotencyKey, Outcome: x.Outcome,
+			ProviderReference: x.ProviderReference, StartedAt: x.StartedAt, EndedAt: x.EndedAt})
 	}
 	return ok(v), nil
 }

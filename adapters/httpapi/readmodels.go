@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,18 +13,21 @@ import (
 	"opledger/projections"
 )
 
-// readModels queries the tables projections/ maintains (docs/projections.md
-// describes them). Every query is bounded by a LIMIT.
+// readModels is the read models as the API reads them: every query goes
+// through projections.Reads, which owns the tables (docs/projections.md
+// describes them). db and ident remain for the scrape-time gauges.
 type readModels struct {
+	*projections.Reads
 	db    projections.Querier
 	ident string // the schema, quoted
 }
 
 func newReadModels(db projections.Querier, schema string) (*readModels, error) {
-	if schema == "" || len(schema) > 63 || strings.ContainsRune(schema, 0) {
-		return nil, fmt.Errorf("read-model schema name %q must be 1..63 bytes", schema)
+	reads, err := projections.NewReads(db, schema)
+	if err != nil {
+		return nil, fmt.Errorf("read-model schema: %w", err)
 	}
-	return &readModels{db: db, ident: pgx.Identifier{schema}.Sanitize()}, nil
+	return &readModels{Reads: reads, db: db, ident: pgx.Identifier{schema}.Sanitize()}, nil
 }
 
 // sql fills the schema into a statement: %[1]s is the quoted schema.
@@ -54,10 +56,4 @@ func utc(t *time.Time) *time.Time {
 }
 
 // ping is the default readiness check: the read models answer.
-func (m *readModels) ping(ctx context.Context) error {
-	var n int64
-	if err := m.db.QueryRow(ctx, m.sql(`SELECT count(*) FROM %[1]s.projection_checkpoints`)).Scan(&n); err != nil {
-		return fmt.Errorf("read models: %w", err)
-	}
-	return nil
-}
+func (m *readModels) ping(ctx context.Context) error { return m.Ping(ctx) }
