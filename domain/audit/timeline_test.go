@@ -7,7 +7,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -74,4 +76,91 @@ func TestReplayFailsLoudly(t *testing.T) {
 		require.ErrorIs(t, err, codec.ErrNewerVersion)
 		require.ErrorContains(t, err, "operation-OP-2@4")
 	})
+}
+
+// TestReplayFitsATerminal: the default table of the Thursday story fits
+// 120 columns (the wide one is 390 and more), keeps every event and every
+// detail (wrapped, not cut), and reads as the golden file.
+func TestReplayFitsATerminal(t *testing.T) {
+	store := newMemoryStore()
+	newStory(t, store).write()
+	rows, err := audit.Replay(context.Background(), store, opThursday)
+	require.NoError(t, err)
+	var text bytes.Buffer
+	require.NoError(t, audit.WriteTimelineTable(&text, opThursday, rows, 0))
+	golden(t, "thursday-120.txt", text.Bytes())
+	joined := strings.Join(strings.Fields(text.String()), " ")
+	for _, line := range strings.Split(text.String(), "\n") {
+		require.LessOrEqual(t, utf8.RuneCountInString(line), audit.DefaultTableWidth, "line %q", line)
+	}
+	for _, r := range rows {
+		require.Contains(t, text.String(), r.Event)
+		// Details wrap at spaces: every word of every detail is there.
+		require.Contains(t, joined, strings.Join(strings.Fields(r.Detail), " "), "detail of version %d", r.Version)
+	}
+	require.Contains(t, text.String(), "Fri 2026-11-27 (UTC)", "a new day is named")
+
+	var narrow bytes.Buffer
+	require.NoError(t, audit.WriteTimelineTable(&narrow, opThursday, rows, 80))
+	for _, line := range strings.Split(narrow.String(), "\n") {
+		require.LessOrEqual(t, utf8.RuneCountInString(line), 80, "line %q", line)
+	}
+	require.Contains(t, narrow.String(), "…", "cells elided at 80 columns")
+}
+
+// TestSequenceOfTheStory: the lane model shows the README's story — the
+// parties as lanes, the lapse to Unknown, the reconciliation through the
+// provider and the Friday refusal with replay suspected — and the Mermaid
+// rendering draws exactly those arrows.
+func TestSequenceOfTheStory(t *testing.T) {
+	store := newMemoryStore()
+	newStory(t, store).write()
+	rows, err := audit.Replay(context.Background(), store, opThursday)
+	require.NoError(t, err)
+	seq := audit.SequenceOf(rows)
+	var lanes []string
+	for _, l := range seq.Lanes {
+		lanes = append(lanes, l.Title)
+	}
+	require.Equal(t, []string{"agent / API", "queue", "worker-a", "worker-b", "worker-c", "ledger", "sweeper", "reconciler", "provider"}, lanes)
+
+	find := func(event, from, to string) audit.Step {
+		t.Helper()
+		for _, s := range seq.Steps {
+			if s.Event == event && s.From == from && s.To == to {
+				return s
+			}
+		}
+		t.Fatalf("no step of %s to %s", event, to)
+		return audit.Step{}
+	}
+	lapsed := find("LeaseLapsed", "sweeper", "ledger")
+	require.Equal(t, audit.ToneWarn, lapsed.Tone)
+	require.Contains(t, lapsed.Label, "Unknown, epoch 1→2")
+	require.Equal(t, "look up by operation id", find("Reconciled", "reconciler", "provider").Label)
+	require.Equal(t, "found re_sim00000001", find("Reconciled", "provider", "reconciler").Label)
+	require.Equal(t, audit.ToneOK, find("Reconciled", "reconciler", "ledger").Tone)
+	friday := find("PresentationRejected", "ledger", "worker:worker-c")
+	require.Equal(t, audit.StepRefused, friday.Style)
+	require.Equal(t, audit.ToneAlert, friday.Tone)
+	require.Contains(t, friday.Label, "AlreadyConsumed (capability.already-consumed), replay suspected")
+	call := find("Claimed", "worker:worker-a", "provider")
+	require.Equal(t, audit.StepInferred, call.Style, "the provider call is implied, never recorded")
+	require.Contains(t, call.Label, "refund-OP-4471-a1")
+	// Steps keep stream order.
+	for i := 1; i < len(seq.Steps); i++ {
+		require.LessOrEqual(t, seq.Steps[i-1].Version, seq.Steps[i].Version)
+	}
+
+	var m bytes.Buffer
+	require.NoError(t, audit.WriteTimelineMermaid(&m, opThursday, rows))
+	golden(t, "thursday.mermaid", m.Bytes())
+	arrows := 0
+	for _, line := range strings.Split(m.String(), "\n") {
+		if strings.Contains(line, "->>") || strings.Contains(line, "-x") {
+			arrows++
+		}
+	}
+	require.Equal(t, len(seq.Steps), arrows, "one Mermaid arrow per step")
+	require.NotContains(t, strings.SplitN(m.String(), "\n", 3)[2], ";", "no raw ';' ends a statement early")
 }
