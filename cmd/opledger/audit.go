@@ -21,7 +21,7 @@ func init() {
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stderr, `usage:
-  opledger audit replay <operation-id> [--json]
+  opledger audit replay <operation-id> [--format table|json|mermaid] [--wide] [--width N]
   opledger audit verify [--json] [--from P] [--to P] [--allow-unhashed]
                         [--digest FILE [--previous FILE] --public-key FILE]
   opledger audit digest --digest-key FILE [--to P] [--out FILE]
@@ -59,9 +59,12 @@ all holds, 1 with a report when not. See docs/audit.md.`)
 }
 
 func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("audit replay", "<operation-id> [--json]", stderr)
+	fs := flags("audit replay", "<operation-id> [--format table|json|mermaid] [--wide] [--width N]", stderr)
 	db := dbFlags(fs)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	format := fs.String("format", "table", "table (fits --width columns), json, or mermaid (the sequence diagram the console draws)")
+	asJSON := fs.Bool("json", false, "the same as --format json")
+	wide := fs.Bool("wide", false, "with --format table: every field on one line, however wide")
+	width := fs.Int("width", audit.DefaultTableWidth, "with --format table: the columns to fit")
 	// The operation id may come before or after the flags.
 	var opArg string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -72,6 +75,17 @@ func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if opArg == "" && fs.NArg() > 0 {
 		opArg = fs.Arg(0)
+	}
+	if *asJSON {
+		*format = "json"
+	}
+	switch *format {
+	case "table", "json", "mermaid":
+	default:
+		return fail(stderr, "audit replay", fmt.Errorf("--format %q: want table, json or mermaid", *format))
+	}
+	if *width < 1 {
+		return fail(stderr, "audit replay", fmt.Errorf("--width %d: want a positive number of columns", *width))
 	}
 	op, err := domain.ParseOperationID(opArg)
 	if err != nil {
@@ -86,10 +100,15 @@ func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return fail(stderr, "audit replay", err)
 	}
-	if *asJSON {
+	switch {
+	case *format == "json":
 		err = audit.WriteTimelineJSON(stdout, op, rows)
-	} else {
+	case *format == "mermaid":
+		err = audit.WriteTimelineMermaid(stdout, op, rows)
+	case *wide:
 		err = audit.WriteTimelineText(stdout, op, rows)
+	default:
+		err = audit.WriteTimelineTable(stdout, op, rows, *width)
 	}
 	if err != nil {
 		return fail(stderr, "audit replay", err)
@@ -140,7 +159,9 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if opts.To, err = parsePosition(store, "--to", *to); err != nil {
 		return fail(stderr, "audit verify", err)
 	}
-	report, err := audit.Verify(ctx, store, opts)
+	p := newProgress(stderr, "events verified") // on a terminal only: piped, nothing
+	report, err := audit.Verify(ctx, withProgress(ctx, store, p, opts.To), opts)
+	p.finish()
 	if err != nil {
 		return fail(stderr, "audit verify", err)
 	}

@@ -72,7 +72,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
-	if err := audit.WriteTimelineText(stdout, harness.StoryOperation, rows); err != nil {
+	if err := audit.WriteTimelineTable(stdout, harness.StoryOperation, rows, audit.DefaultTableWidth); err != nil {
 		return fail(stderr, "demo", err)
 	}
 	fmt.Fprintln(stdout, "\n== audit verify (every invariant over the whole log)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -105,7 +106,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if sub == "list" {
 		return printDeadLetters(ctx, dlq, *limit, stdout, stderr)
 	}
-	done, err := dlq.Resubmit(ctx, transport.ResubmitRequest{All: all, IDs: ids, By: by, Limit: *limit})
+	done, err := resubmit(ctx, dlq, transport.ResubmitRequest{All: all, IDs: ids, By: by, Limit: *limit}, newProgress(stderr, "dead letters resubmitted"))
 	for _, r := range done {
 		fmt.Fprintf(stdout, "%s resubmitted as %s\n", r.DeadLetterID, r.MessageID)
 	}
@@ -114,6 +115,45 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%d resubmitted\n", len(done))
 	return 0
+}
+
+// resubmit is dlq.Resubmit; on a terminal (p not nil) it resubmits one
+// dead letter at a time, drawing progress, with the same selection: --all
+// takes every dead letter not yet resubmitted (or whose copy may not have
+// been published), up to the limit, and skips one another operator
+// resubmitted meanwhile.
+func resubmit(ctx context.Context, dlq transport.DeadLetterQueue, req transport.ResubmitRequest, p *progress) ([]transport.Resubmission, error) {
+	if p == nil {
+		return dlq.Resubmit(ctx, req)
+	}
+	defer p.finish()
+	ids := req.IDs
+	if req.All {
+		dead, err := dlq.ListDeadLetters(ctx, cmp.Or(req.Limit, transport.DefaultResubmitLimit))
+		if err != nil {
+			return nil, fmt.Errorf("resubmit: list dead letters: %w", err)
+		}
+		for _, dl := range dead {
+			if dl.Resubmitted == nil || !dl.Resubmitted.Published {
+				ids = append(ids, dl.ID)
+			}
+		}
+	}
+	p.setTotal(int64(len(ids)))
+	var out []transport.Resubmission
+	for _, id := range ids { // bounded: at most the limit, or the ids named
+		done, err := dlq.Resubmit(ctx, transport.ResubmitRequest{IDs: []string{id}, By: req.By})
+		out = append(out, done...)
+		if err != nil {
+			if req.All && errors.Is(err, transport.ErrAlreadyResubmitted) {
+				p.add(1, nil)
+				continue // resubmitted concurrently by another operator
+			}
+			return out, err
+		}
+		p.add(1, nil)
+	}
+	return out, nil
 }
 
 func dlqSynopsis(sub string) string {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"opledger/eventstore"
 	"opledger/projections"
 )
 
@@ -52,7 +53,14 @@ With either: builds a side schema at that past point, the "as of" view; the live
 		return fail(stderr, "projections rebuild", err)
 	}
 	defer opened.Release()
-	res, err := projections.Rebuild(ctx, pool, opened.Store, opts)
+	store := opened.Store
+	p := newProgress(stderr, "events folded") // on a terminal only: piped, nothing
+	var end eventstore.Position
+	if opts.ToPosition != "" {
+		end, _ = store.ParsePosition(opts.ToPosition) // a bad one is Rebuild's to refuse
+	}
+	res, err := projections.Rebuild(ctx, pool, withProgress(ctx, store, p, end), opts)
+	p.finish()
 	if err != nil {
 		return fail(stderr, "projections rebuild", err)
 	}
