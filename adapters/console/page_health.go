@@ -1,0 +1,54 @@
+package console
+
+import (
+	"net/http"
+
+	"opledger/domain/setaside"
+	"opledger/projections"
+)
+
+// maxSetAsideShown bounds the set-aside items listed.
+const maxSetAsideShown = 100
+
+type healthView struct {
+	HasLag   bool
+	Lag      projections.Lag
+	LagError string
+	Roles    []RoleState
+	Relays   []RelayState
+	HasItems bool
+	Items    []setaside.Item
+	ItemsErr string
+}
+
+// health: GET /ui/health, the projector's and relays' lag, each role's
+// state, and the loops' failing and set-aside items.
+func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error {
+	ctx := r.Context()
+	vw := healthView{}
+	h := c.cfg.Health
+	if h.ProjectionLag != nil {
+		vw.HasLag = true
+		lag, err := h.ProjectionLag(ctx)
+		if err != nil {
+			vw.LagError = err.Error()
+		}
+		vw.Lag = lag
+	}
+	if h.Roles != nil {
+		vw.Roles = h.Roles(ctx)
+	}
+	if h.Relays != nil {
+		vw.Relays = h.Relays(ctx)
+	}
+	if c.cfg.SetAside != nil {
+		vw.HasItems = true
+		items, err := c.cfg.SetAside.List(ctx, setaside.Query{Limit: maxSetAsideShown})
+		if err != nil {
+			vw.ItemsErr = err.Error()
+		}
+		vw.Items = items
+	}
+	c.render(w, r, v, http.StatusOK, "health", "Health", "health", vw)
+	return nil
+}
