@@ -17,16 +17,16 @@ type evidenceTab struct {
 }
 
 var evidenceTabs = []evidenceTab{
-	{Value: "", Label: "All", Help: "every refused presentation, duplicate delivery and refused write, newest first"},
-	{Value: "replay", Label: "Replays suspected", Help: "spent authority presented under a new message id: a resubmission tool or a replay",
+	{Value: "", Label: "All", Help: "Every refused presentation, duplicate delivery and refused write"},
+	{Value: "replay", Label: "Replays suspected", Help: "Spent authority presented under a new message id: a resubmission tool, or a replay",
 		query: projections.EvidenceQuery{ReplayOnly: true}},
-	{Value: "forged", Label: "Forged or invalid tokens", Help: "capability tokens whose signature, form or claims do not hold",
+	{Value: "forged", Label: "Forged or invalid tokens", Help: "Capability tokens whose signature, form or claims do not hold",
 		query: projections.EvidenceQuery{Reason: string(domain.ReasonCapabilityInvalid)}},
-	{Value: "refused-writes", Label: "Refused writes", Help: "an executor's write without the lease (a stale epoch, no or a wrong lease secret)",
+	{Value: "refused-writes", Label: "Refused writes", Help: "An executor's write without the lease: a stale epoch, or no or a wrong lease secret",
 		query: projections.EvidenceQuery{Kind: projections.EvidenceWriteRefused}},
-	{Value: "refused", Label: "Refused presentations", Help: "capabilities refused before any operation logic ran (spent, expired, revoked, …)",
+	{Value: "refused", Label: "Refused presentations", Help: "Capabilities refused before any operation logic ran: spent, expired, revoked, …",
 		query: projections.EvidenceQuery{Kind: projections.EvidencePresentationRejected}},
-	{Value: "duplicates", Label: "Duplicate deliveries", Help: "a message seen before: recorded, nothing executed",
+	{Value: "duplicates", Label: "Duplicate deliveries", Help: "A message seen before: recorded, nothing executed",
 		query: projections.EvidenceQuery{Kind: projections.EvidenceDeliveryDuplicated}},
 }
 

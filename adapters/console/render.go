@@ -216,6 +216,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprint(*n)
 	},
+	"deref": func(b *bool) bool { return b != nil && *b },
 	"boolp": func(b *bool) string {
 		if b == nil {
 			return ""

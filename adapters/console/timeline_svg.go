@@ -11,7 +11,11 @@ import (
 // readable at any window width.
 const (
 	svgTimeColumn = 96  // the time and version column at the left
-	svgLaneWidth  = 132 // between two lanes' lifelines
+	// Lanes are spread to fill svgFitWidth (the content of a 1280 px
+	// window), between svgMinLane and svgMaxLane apart.
+	svgFitWidth = 1230
+	svgMinLane  = 112
+	svgMaxLane  = 150
 	svgHeader     = 52  // the lanes' titles
 	svgRow        = 34  // one step
 	svgDayRow     = 26  // a new day's separator
@@ -65,12 +69,13 @@ type svgDay struct {
 func drawTimeline(seq audit.Sequence) timelineSVG {
 	t := timelineSVG{}
 	x := map[string]int{}
+	lane := min(svgMaxLane, max(svgMinLane, (svgFitWidth-svgTimeColumn-svgPad)/max(1, len(seq.Lanes))))
 	for i, l := range seq.Lanes {
-		cx := svgTimeColumn + svgLaneWidth/2 + i*svgLaneWidth
+		cx := svgTimeColumn + lane/2 + i*lane
 		x[l.ID] = cx
-		t.Lanes = append(t.Lanes, svgLane{X: cx, Title: clip(l.Title, 18), Kind: string(l.Kind), BoxX: cx - svgLaneWidth/2 + 6, BoxW: svgLaneWidth - 12})
+		t.Lanes = append(t.Lanes, svgLane{X: cx, Title: clip(l.Title, 18), Kind: string(l.Kind), BoxX: cx - lane/2 + 6, BoxW: lane - 12})
 	}
-	t.Width = svgTimeColumn + len(seq.Lanes)*svgLaneWidth + svgPad
+	t.Width = svgTimeColumn + len(seq.Lanes)*lane + svgPad
 	y := svgHeader + svgPad
 	day, lastTime := "", ""
 	lastVersion := int64(-1)
@@ -102,7 +107,7 @@ func drawTimeline(seq audit.Sequence) timelineSVG {
 		width := int(float64(len([]rune(st.Label)))*svgCharWidth) + 12
 		if s.From == s.To {
 			st.Note = true
-			st.NoteW = max(width, svgLaneWidth-12)
+			st.NoteW = max(width, lane-12)
 			st.NoteX = clampInt(x1-st.NoteW/2, svgTimeColumn, t.Width-svgPad-st.NoteW)
 			st.LabelX = st.NoteX + st.NoteW/2
 			st.LabelY = st.Y + 4
