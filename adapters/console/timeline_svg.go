@@ -10,18 +10,18 @@ import (
 // natural width (it scrolls sideways in a narrow window) so its text stays
 // readable at any window width.
 const (
-	svgTimeColumn = 96  // the time and version column at the left
+	svgTimeColumn = 96 // the time and version column at the left
 	// Lanes are spread to fill svgFitWidth (the content of a 1280 px
 	// window), between svgMinLane and svgMaxLane apart.
-	svgFitWidth = 1230
-	svgMinLane  = 112
-	svgMaxLane  = 150
-	svgHeader     = 52  // the lanes' titles
-	svgRow        = 34  // one step
-	svgDayRow     = 26  // a new day's separator
-	svgPad        = 16
-	svgCharWidth  = 6.6 // an estimate of one character of the 12 px label font
-	svgMaxLabel   = 72  // characters of a label; the full text is its title
+	svgFitWidth  = 1230
+	svgMinLane   = 112
+	svgMaxLane   = 150
+	svgHeader    = 52 // the lanes' titles
+	svgRow       = 34 // one step
+	svgDayRow    = 26 // a new day's separator
+	svgPad       = 16
+	svgCharWidth = 6.6 // an estimate of one character of the 12 px label font
+	svgMaxLabel  = 72  // characters of a label; the full text is its title
 )
 
 // timelineSVG is the diagram as the template draws it.
