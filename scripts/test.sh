@@ -6,6 +6,9 @@
 #   DATABASE_URL  server to use (default postgres://postgres@127.0.0.1:5432/postgres)
 #                 the database named in it is only used to create the run's own
 #   GO_TEST_FLAGS extra flags for go test (e.g. "-run Claim -v")
+#   OPLEDGER_CHROMIUM  the browser for the console's tests (default: chromium on PATH,
+#                 installed with apt-get when missing and apt-get can be used)
+#   OPLEDGER_NO_BROWSER_INSTALL=1  never install one
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +40,40 @@ trap cleanup EXIT
 # Same server, the run's own database.
 export DATABASE_URL=$(printf '%s' "$admin_url" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\1/$db#")
 echo "test.sh: database $db on $(printf '%s' "$DATABASE_URL" | sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#')" >&2
+
+# The console's tests drive a real browser: headless Chromium (Debian's
+# package). Find it, else install it, else say loudly that they are skipped.
+find_browser() {
+  local b
+  for b in "${OPLEDGER_CHROMIUM:-}" chromium chromium-browser google-chrome google-chrome-stable; do
+    if [ -n "$b" ] && command -v "$b" >/dev/null 2>&1; then command -v "$b"; return 0; fi
+  done
+  return 1
+}
+if ! find_browser >/dev/null && [ "${OPLEDGER_NO_BROWSER_INSTALL:-}" != 1 ] && command -v apt-get >/dev/null 2>&1; then
+  as_root=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then as_root="sudo -n"; else as_root="none"; fi
+  fi
+  if [ "$as_root" != none ]; then
+    echo "test.sh: no browser found; installing Debian's chromium for the console's browser tests (apt-get)" >&2
+    { $as_root apt-get update -qq && $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } >&2 ||
+      echo "test.sh: apt-get could not install chromium" >&2
+  fi
+fi
+if browser=$(find_browser); then
+  echo "test.sh: the console's browser tests use $browser" >&2
+  export OPLEDGER_CHROMIUM=$browser OPLEDGER_REQUIRE_BROWSER=1
+else
+  no_browser() {
+    printf '%s\n' "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+    printf '%s\n' "!!! NO BROWSER: the console's browser tests (adapters/console) are SKIPPED."
+    printf '%s\n' "!!! Install Debian's chromium (apt-get install -y chromium) or set OPLEDGER_CHROMIUM."
+    printf '%s\n' "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  } >&2
+  no_browser
+  trap 'cleanup; no_browser' EXIT # said again at the end, where it is seen
+fi
 
 go vet ./...
 # shellcheck disable=SC2086
