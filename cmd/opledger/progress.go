@@ -170,8 +170,9 @@ type headOf interface {
 
 // withProgress wraps store so that every ReadAll counts its events on p,
 // and sets p's end to the log's head (or to, when given). With a nil p it
-// returns store itself. The wrapper keeps Head when store has it (the
-// projections' rebuild and lag read it).
+// returns store itself. The wrapper keeps the optional interfaces store has
+// (Head, which the projections' rebuild and lag read, and
+// eventstore.HeadReader, which verify's chain check reads), and no other.
 func withProgress(ctx context.Context, store eventstore.Store, p *progress, to eventstore.Position) eventstore.Store {
 	if p == nil {
 		return store
@@ -189,8 +190,24 @@ func withProgress(ctx context.Context, store eventstore.Store, p *progress, to e
 		p.mu.Unlock()
 	}
 	counted := &countingStore{Store: store, p: p}
-	if hasHead {
-		return &countingHeadStore{countingStore: counted, head: h}
+	hr, hasHeads := store.(eventstore.HeadReader)
+	switch {
+	case hasHead && hasHeads:
+		return struct {
+			*countingStore
+			headOf
+			eventstore.HeadReader
+		}{counted, h, hr}
+	case hasHead:
+		return struct {
+			*countingStore
+			headOf
+		}{counted, h}
+	case hasHeads:
+		return struct {
+			*countingStore
+			eventstore.HeadReader
+		}{counted, hr}
 	}
 	return counted
 }
@@ -207,14 +224,4 @@ func (s *countingStore) ReadAll(ctx context.Context, after eventstore.Position, 
 		s.p.add(len(events), events[len(events)-1].Position)
 	}
 	return events, err
-}
-
-// countingHeadStore is a countingStore over a store with a Head.
-type countingHeadStore struct {
-	*countingStore
-	head headOf
-}
-
-func (s *countingHeadStore) Head(ctx context.Context) (eventstore.Position, error) {
-	return s.head.Head(ctx)
 }

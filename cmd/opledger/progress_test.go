@@ -14,6 +14,8 @@ import (
 	"opledger/adapters/harness"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/eventstore"
+	"opledger/eventstore/memory"
 	"opledger/eventstore/postgres/pgtest"
 	"opledger/projections"
 )
@@ -96,4 +98,23 @@ func TestRebuildProgress(t *testing.T) {
 	require.False(t, strings.Contains(piped.String(), "events folded"), "piped: no progress")
 	_, err = pool.Exec(t.Context(), `DROP SCHEMA "`+live+`_t" CASCADE; DROP SCHEMA "`+live+`_p" CASCADE`)
 	require.NoError(t, err)
+}
+
+// The progress wrapper keeps exactly the optional interfaces of the store it
+// wraps: verify's chain check and the rebuild find what they look for.
+func TestProgressStoreKeepsInterfaces(t *testing.T) {
+	store := pgtest.OpenStore(t)
+	var term termBuffer
+	wrapped := withProgress(t.Context(), store, newProgress(&term, "events"), nil)
+	_, hasHead := wrapped.(headOf)
+	_, hasHeads := wrapped.(eventstore.HeadReader)
+	require.True(t, hasHead)
+	require.True(t, hasHeads)
+	mem := memory.New(nil)
+	wrapped = withProgress(t.Context(), mem, newProgress(&term, "events"), nil)
+	_, hasHead = wrapped.(headOf)
+	_, memHeads := eventstore.Store(mem).(eventstore.HeadReader)
+	_, hasHeads = wrapped.(eventstore.HeadReader)
+	require.False(t, hasHead)
+	require.Equal(t, memHeads, hasHeads)
 }
