@@ -50,6 +50,9 @@ func TestEveryRoleIsDeniedWhatItMayNotDo(t *testing.T) {
 			require.Equal(t, httpapi.CodeUnauthenticated, r.code(), name)
 		}
 		for _, role := range httpapi.Roles {
+			if tokenOf[role] == "" {
+				continue // the analyst: analyst_test.go has its own token file
+			}
 			r := e.call(role, ep.method, ep.path, body)
 			if slices.Contains(ep.allowed, role) {
 				require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, r.status, "%s as %s: %s", name, role, r.raw)

@@ -50,6 +50,9 @@ func TestSetAsideListAndRelease(t *testing.T) {
 		return out
 	}
 	for _, role := range httpapi.Roles {
+		if tokenOf[role] == "" {
+			continue // the analyst: analyst_test.go has its own token file
+		}
 		all := items(e.must(http.StatusOK, list(role, "")))
 		require.Len(t, all, 2, role)
 	}

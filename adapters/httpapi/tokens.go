@@ -32,10 +32,13 @@ const (
 	RoleOperator Role = "operator"
 	// RoleAuditor only reads.
 	RoleAuditor Role = "auditor"
+	// RoleAnalyst only reads, as an auditor does: the people looking for
+	// patterns (in the console, or through the reads and the read models).
+	RoleAnalyst Role = "analyst"
 )
 
 // Roles lists every role.
-var Roles = []Role{RoleAgent, RoleWorker, RoleOperator, RoleAuditor}
+var Roles = []Role{RoleAgent, RoleWorker, RoleOperator, RoleAuditor, RoleAnalyst}
 
 func knownRole(s string) bool {
 	for _, r := range Roles {
@@ -148,7 +151,7 @@ func (t *Tokens) Reload() error {
 //	ROLE sha256:DIGEST [NAME]
 //	ROLE TOKEN [NAME]
 //
-// ROLE is agent, worker, operator or auditor. DIGEST is the SHA-256 of the
+// ROLE is agent, worker, operator, auditor or analyst. DIGEST is the SHA-256 of the
 // token, 64 lowercase hex digits (`opledger tokens hash` prints the line):
 // the file then holds nothing a caller could present. A plain TOKEN (at
 // least MinTokenLength printable ASCII characters, not starting with
@@ -193,7 +196,7 @@ func parseTokenSet(r io.Reader, source string) (*tokenSet, error) {
 		}
 		role, secret := fields[0], fields[1]
 		if !knownRole(role) {
-			return nil, fmt.Errorf("%s: unknown role %q (roles: agent, worker, operator, auditor)", at, cut(role, 40))
+			return nil, fmt.Errorf("%s: unknown role %q (roles: agent, worker, operator, auditor, analyst)", at, cut(role, 40))
 		}
 		digest, plain, err := tokenDigest(secret)
 		if err != nil {
@@ -306,7 +309,7 @@ func (t *Tokens) Source() string { return t.source }
 // [NAME]. It checks what ParseTokens would.
 func TokenLine(role Role, token, name string) (string, error) {
 	if !knownRole(string(role)) {
-		return "", fmt.Errorf("unknown role %q (roles: agent, worker, operator, auditor)", cut(string(role), 40))
+		return "", fmt.Errorf("unknown role %q (roles: agent, worker, operator, auditor, analyst)", cut(string(role), 40))
 	}
 	if strings.HasPrefix(token, DigestPrefix) {
 		return "", fmt.Errorf("the token starts with %q: it would read as a digest; make another", DigestPrefix)

@@ -21,7 +21,7 @@ const tokensUsage = `usage: opledger tokens <new|hash> ROLE [NAME]
   new ROLE [NAME]    make a random token; print it (once: it is stored nowhere) and its line
   hash ROLE [NAME]   read a token from stdin and print its line
 
-A line is 'ROLE sha256:DIGEST [NAME]' (roles: agent, worker, operator, auditor).
+A line is 'ROLE sha256:DIGEST [NAME]' (roles: agent, worker, operator, auditor, analyst).
 Add it to the tokens file and send SIGHUP to serve: it reloads the file.`
 
 // maxTokenInput bounds what 'tokens hash' reads from stdin.
