@@ -40,16 +40,6 @@ type Authenticator interface {
 	Authenticate(token string) (httpapi.Principal, bool)
 }
 
-// RoleState is one background role as the health page shows it.
-type RoleState struct {
-	Role     string
-	State    string // starting running restarting failed stopped disabled
-	OK       bool
-	Detail   string
-	Restarts int
-	Since    *time.Time
-}
-
 // RelayState is one relay as the health page shows it.
 type RelayState struct {
 	Status transport.RelayStatus
@@ -64,8 +54,9 @@ type RelayState struct {
 type Health struct {
 	// ProjectionLag measures the read models against the log.
 	ProjectionLag func(ctx context.Context) (projections.Lag, error)
-	// Roles reports each background role.
-	Roles func(ctx context.Context) []RoleState
+	// Roles reports each background role, as /readyz does (serve's
+	// supervisor).
+	Roles func(ctx context.Context) []httpapi.RoleStatus
 	// Relays reports each relay's status and lag.
 	Relays func(ctx context.Context) []RelayState
 }

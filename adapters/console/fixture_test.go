@@ -170,9 +170,9 @@ func newServed(t *testing.T) *served {
 		SessionKey: bytes.Repeat([]byte{9}, console.MinKeyLength), Refresh: time.Second,
 		Health: console.Health{
 			ProjectionLag: projector.Lag,
-			Roles: func(context.Context) []console.RoleState {
+			Roles: func(context.Context) []httpapi.RoleStatus {
 				since := s.world.Clock.Now()
-				return []console.RoleState{
+				return []httpapi.RoleStatus{
 					{Role: "projector", State: "running", OK: true, Since: &since},
 					{Role: "relay", State: "running", OK: true, Since: &since},
 					{Role: "sweeper", State: "disabled", OK: true, Detail: "run by the test"},

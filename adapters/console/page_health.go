@@ -3,6 +3,8 @@ package console
 import (
 	"net/http"
 
+	"opledger/adapters/httpapi"
+
 	"opledger/domain/setaside"
 	"opledger/projections"
 )
@@ -14,7 +16,7 @@ type healthView struct {
 	HasLag   bool
 	Lag      projections.Lag
 	LagError string
-	Roles    []RoleState
+	Roles    []httpapi.RoleStatus
 	Relays   []RelayState
 	HasItems bool
 	Items    []setaside.Item

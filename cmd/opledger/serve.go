@@ -44,7 +44,8 @@ type serveSettings struct {
 	roleBackoff       time.Duration
 	roleMaxFailures   int
 	brokers           []string
-	digests           *digestFlags // serve_digest.go
+	digests           *digestFlags  // serve_digest.go
+	console           *consoleFlags // serve_console.go
 }
 
 // serveFlags is serve's settings as given, before validation.
@@ -90,11 +91,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	tf := addTransportFlags(fs)
 	f := addServeFlags(fs)
 	digests := addDigestFlags(fs)
+	cons := addConsoleFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
 	s, err := serveConfig(f, tf)
 	s.digests, err = digests, errors.Join(err, digests.validate())
+	s.console, err = cons, errors.Join(err, cons.validate())
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
@@ -268,6 +271,12 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	if err != nil {
 		return err
 	}
+	closeConsole, err := s.console.mount(api, consoleDeps{pool: pool, viewSchema: db.viewSchema, transportSchema: tf.schema, brokers: s.brokers,
+		ledger: lg, tokens: tokens, setAside: failing, projector: projector, roles: sup.statuses, relays: relays, log: log})
+	if err != nil {
+		return err
+	}
+	defer closeConsole()
 	ln, err := net.Listen("tcp", s.listen)
 	if err != nil {
 		return fmt.Errorf("OPLEDGER_LISTEN / --listen %s: %w", s.listen, err)
@@ -291,7 +300,8 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	}
 	log.Info("opledger serving", "listen", s.listen, "scheme", scheme, "read_models", db.viewSchema, "store", db.storeKind, "store_schema", db.storeSchema,
 		"provider_profile", s.profile.Name, "transport", transportName(s.brokers), "roles", enabledRoles(s.disabled),
-		"signing_key", keys.KeyID(), "signing_keys", keyStates(keys.Status()), "rate_limit", rateLimitText(s.rateLimit))
+		"signing_key", keys.KeyID(), "signing_keys", keyStates(keys.Status()), "rate_limit", rateLimitText(s.rateLimit),
+		"console", s.console.enabled)
 
 	var runErr error
 	select {
