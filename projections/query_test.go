@@ -180,3 +180,31 @@ func TestReadsEscalationsAndEvidence(t *testing.T) {
 		require.Equal(t, "OP-A", *ev.OperationID)
 	}
 }
+
+// TestReadsGauges: the /metrics gauges' counts and the oldest Unknown.
+func TestReadsGauges(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 26, 14, 0, 0, 0, time.UTC)
+	e := newEnv(t, start)
+	e.world()
+	reads, err := projections.NewReads(e.pool, e.schema)
+	require.NoError(t, err)
+	e.catchUp()
+	_, found, err := reads.OldestUnknown(t.Context())
+	require.NoError(t, err)
+	require.False(t, found, "the world's Unknown executions were all settled or escalated")
+	stuck := e.request("OP-STUCK", 2_000)
+	stuck.record(stuck.execute("MSG-S1"), "Unknown", "")
+	e.catchUp()
+	since, found, err := reads.OldestUnknown(t.Context())
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, e.clock.Now(), since)
+	counts, err := reads.ExecutionsByState(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, counts["Unknown"])
+	require.EqualValues(t, 1, counts["Escalated"])
+	require.EqualValues(t, 1, counts["Executing"])
+	require.EqualValues(t, 3, counts["Completed"])
+	require.EqualValues(t, 1, counts["NotApplied"])
+}

@@ -5,19 +5,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opledger/domain"
 )
 
 // scrapeTimeout bounds the read-model queries of one scrape.
 const scrapeTimeout = 5 * time.Second
-
-const (
-	executionsByStateSQL = `SELECT state, count(*) FROM %[1]s.executions GROUP BY state`
-	// oldestUnknownSQL uses executions_unknown_since_idx.
-	oldestUnknownSQL = `SELECT unknown_since FROM %[1]s.executions WHERE state = 'Unknown' ORDER BY unknown_since LIMIT 1`
-)
 
 var executionStates = []domain.ExecutionState{domain.ExecExecuting, domain.ExecCompleted, domain.ExecNotApplied, domain.ExecUnknown, domain.ExecEscalated}
 
@@ -35,7 +27,7 @@ func (s *Server) refreshGauges(ctx context.Context) {
 	s.scrapeMu.Lock()
 	defer s.scrapeMu.Unlock()
 	m, reads := s.cfg.Metrics, s.reads
-	if counts, err := s.executionCounts(ctx); err != nil {
+	if counts, err := reads.ExecutionsByState(ctx); err != nil {
 		m.scrapeErrors.WithLabelValues("executions").Inc()
 		s.cfg.Logger.WarnContext(ctx, "metrics: executions by state", "err", err)
 	} else {
@@ -43,15 +35,14 @@ func (s *Server) refreshGauges(ctx context.Context) {
 			m.executions.WithLabelValues(string(st)).Set(float64(counts[string(st)]))
 		}
 	}
-	var since time.Time
-	switch err := reads.db.QueryRow(ctx, reads.sql(oldestUnknownSQL)).Scan(&since); err {
-	case nil:
-		m.unknownAge.Set(max(0, s.cfg.Ledger.Clock().Now().Sub(since).Seconds()))
-	case pgx.ErrNoRows:
-		m.unknownAge.Set(0)
-	default:
+	switch since, found, err := reads.OldestUnknown(ctx); {
+	case err != nil:
 		m.scrapeErrors.WithLabelValues("unknown_age").Inc()
 		s.cfg.Logger.WarnContext(ctx, "metrics: oldest unknown", "err", err)
+	case found:
+		m.unknownAge.Set(max(0, s.cfg.Ledger.Clock().Now().Sub(since).Seconds()))
+	default:
+		m.unknownAge.Set(0)
 	}
 	if s.cfg.ProjectionLag != nil {
 		if lag, err := s.cfg.ProjectionLag(ctx); err != nil {
@@ -118,21 +109,4 @@ func (s *Server) refreshRoleGauges(ctx context.Context) {
 func (s *Server) scrapeFailed(ctx context.Context, gauge string, err error) {
 	s.cfg.Metrics.scrapeErrors.WithLabelValues(gauge).Inc()
 	s.cfg.Logger.WarnContext(ctx, "metrics: "+gauge, "err", err)
-}
-
-func (s *Server) executionCounts(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.reads.db.Query(ctx, s.reads.sql(executionsByStateSQL))
-	if err != nil {
-		return nil, err
-	}
-	counts := map[string]int64{}
-	var (
-		state string
-		n     int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error {
-		counts[state] = n
-		return nil
-	})
-	return counts, err
 }

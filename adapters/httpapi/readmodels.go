@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"opledger/projections"
@@ -15,11 +14,9 @@ import (
 
 // readModels is the read models as the API reads them: every query goes
 // through projections.Reads, which owns the tables (docs/projections.md
-// describes them). db and ident remain for the scrape-time gauges.
+// describes them); this package writes no SQL of its own.
 type readModels struct {
 	*projections.Reads
-	db    projections.Querier
-	ident string // the schema, quoted
 }
 
 func newReadModels(db projections.Querier, schema string) (*readModels, error) {
@@ -27,11 +24,8 @@ func newReadModels(db projections.Querier, schema string) (*readModels, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read-model schema: %w", err)
 	}
-	return &readModels{Reads: reads, db: db, ident: pgx.Identifier{schema}.Sanitize()}, nil
+	return &readModels{Reads: reads}, nil
 }
-
-// sql fills the schema into a statement: %[1]s is the quoted schema.
-func (m *readModels) sql(stmt string) string { return fmt.Sprintf(stmt, m.ident) }
 
 // readError classifies a read-model failure: a server-reported error is a
 // bug or a schema problem (500, logged); anything else is the database out
