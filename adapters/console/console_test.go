@@ -385,6 +385,21 @@ func TestConsoleOverHTTP(t *testing.T) {
 		})
 	})
 
+	t.Run("a flooded stream makes a bounded page", func(t *testing.T) {
+		const flooded domain.OperationID = "OP-4480"
+		r, err := s.world.Approve(ctx, flooded, "ORD-8850", 1000)
+		require.NoError(t, err)
+		for range 220 { // the first claims, the rest duplicate deliveries: 440+ arrows
+			_, err := s.world.Ledger.Claim(ctx, flooded, domain.Claim{MessageID: "MSG-FLOOD", CapabilityID: r.Capability, WorkerID: "worker-f",
+				CorrelationID: "COR-" + domain.CorrelationID(flooded)})
+			require.NoError(t, err)
+		}
+		p := operator.get("/ui/operations/" + string(flooded))
+		require.Equal(t, http.StatusOK, p.status)
+		require.Contains(t, p.text(), "The diagram shows the first 400 of")
+		require.Equal(t, 400, strings.Count(p.body, `<g class="step `))
+	})
+
 	t.Run("sign out", func(t *testing.T) {
 		csrf := operator.get("/ui/operations").csrf(t)
 		p := operator.post("/ui/signout", url.Values{"csrf": {csrf}})

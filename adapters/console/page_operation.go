@@ -28,6 +28,10 @@ type operationView struct {
 	Op              projections.Operation
 	Timeline        timelineSVG
 	Rows            []audit.TimelineRow
+	// StepsCut and RowsCut, when not 0, are how many steps and events there
+	// are in all, of which the page shows the first maxStepsDrawn and
+	// maxEventsListed.
+	StepsCut, RowsCut int
 	Capabilities    []capabilityView
 	Executions      []executionView
 	Evidence        []projections.Evidence
@@ -44,8 +48,14 @@ type providerReference struct {
 	Reference, Execution, Source string
 }
 
-// maxEvidenceShown bounds the evidence listed on an operation's page.
-const maxEvidenceShown = 100
+// Bounds of an operation's page: a stream flooded with duplicate
+// deliveries (each an event) must not make a page without end. The JSON
+// history has every event.
+const (
+	maxEvidenceShown = 100
+	maxStepsDrawn    = 400  // arrows of the diagram
+	maxEventsListed  = 1000 // rows of the events table
+)
 
 // operation: GET /ui/operations/{id}: the timeline as a sequence diagram,
 // the events, capabilities, executions, evidence and provider references.
@@ -66,7 +76,15 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, v *visit) er
 		return err
 	}
 	vw.Rows = rows
-	vw.Timeline = drawTimeline(audit.SequenceOf(rows))
+	if len(rows) > maxEventsListed {
+		vw.Rows, vw.RowsCut = rows[:maxEventsListed], len(rows)
+	}
+	seq := audit.SequenceOf(rows)
+	if len(seq.Steps) > maxStepsDrawn {
+		vw.StepsCut = len(seq.Steps)
+		seq.Steps = seq.Steps[:maxStepsDrawn]
+	}
+	vw.Timeline = drawTimeline(seq)
 	op, found, err := c.cfg.Reads.Operation(ctx, string(id))
 	if err != nil {
 		return err
