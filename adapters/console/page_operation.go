@@ -23,22 +23,22 @@ type executionView struct {
 }
 
 type operationView struct {
-	ID              string
-	InReadModels    bool
-	Op              projections.Operation
-	Timeline        timelineSVG
-	Rows            []audit.TimelineRow
+	ID           string
+	InReadModels bool
+	Op           projections.Operation
+	Timeline     timelineSVG
+	Rows         []audit.TimelineRow
 	// StepsCut and RowsCut, when not 0, are how many steps and events there
 	// are in all, of which the page shows the first maxStepsDrawn and
 	// maxEventsListed.
 	StepsCut, RowsCut int
-	Capabilities    []capabilityView
-	Executions      []executionView
-	Evidence        []projections.Evidence
-	EvidenceMore    bool
-	Deliveries      []projections.Delivery
-	Reconciliations []projections.Reconciliation
-	Skipped         []projections.SkippedEvent
+	Capabilities      []capabilityView
+	Executions        []executionView
+	Evidence          []projections.Evidence
+	EvidenceMore      bool
+	Deliveries        []projections.Delivery
+	Reconciliations   []projections.Reconciliation
+	Skipped           []projections.SkippedEvent
 	// References are the provider's references for this operation's
 	// refunds, with where each was learnt.
 	References []providerReference
