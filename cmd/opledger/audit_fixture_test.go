@@ -22,6 +22,8 @@ import (
 func TestAuditCommandsReadTheLogsEarlierBuildsWrote(t *testing.T) {
 	want, err := os.ReadFile(filepath.Join("..", "..", "domain", "audit", "testdata", "thursday.txt"))
 	require.NoError(t, err)
+	want120, err := os.ReadFile(filepath.Join("..", "..", "domain", "audit", "testdata", "thursday-120.txt"))
+	require.NoError(t, err)
 	names, err := codectest.Logs()
 	require.NoError(t, err)
 	for _, name := range names {
@@ -51,9 +53,12 @@ func TestAuditCommandsReadTheLogsEarlierBuildsWrote(t *testing.T) {
 			require.Equal(t, 0, code, out+errOut)
 			require.Contains(t, out, "audit verify: OK")
 			require.Contains(t, out, fmt.Sprintf("events: %d (", len(log)))
-			code, out, errOut = cli("audit", "replay", "OP-4471")
+			code, out, errOut = cli("audit", "replay", "OP-4471", "--wide")
 			require.Equal(t, 0, code, errOut)
 			require.Equal(t, strings.TrimSpace(string(want)), strings.TrimSpace(out))
+			code, out, errOut = cli("audit", "replay", "OP-4471") // the default: 120 columns
+			require.Equal(t, 0, code, errOut)
+			require.Equal(t, strings.TrimSpace(string(want120)), strings.TrimSpace(out))
 		})
 	}
 }
