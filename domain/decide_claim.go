@@ -1,6 +1,10 @@
 package domain
 
-import "time"
+import (
+	"time"
+
+	"opledger/domain/simbug"
+)
 
 // ClaimResult is the answer to a presentation. Events are what the ledger
 // must record for it: a Claimed event, or the evidence of the refusal.
@@ -73,7 +77,7 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 	}
 	c := o.Capabilities[cmd.CapabilityID]
 	// 2. spent authority
-	if c != nil && c.State == CapConsumed {
+	if c != nil && c.State == CapConsumed && !simbug.On(simbug.ResetConsumedCapability) {
 		return reject(StatusAlreadyConsumed, ReasonCapabilityAlreadyConsumed, true, o.Execution(c.Execution),
 			"consumed by message "+string(c.ConsumedBy)), nil
 	}
@@ -94,10 +98,10 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 		return reject(StatusInvalid, ReasonCapabilitySuperseded, false, nil, "decision "+string(c.DecisionID)+" was superseded by "+string(d.ID)), nil
 	}
 	// 4. the operation barrier: at most one consequential execution
-	if b := o.blockingExecution(); b != nil {
+	if b := o.blockingExecution(); b != nil && !simbug.On(simbug.SkipOperationBarrier) {
 		return reject(StatusOperationNotExecutable, blockingReason(b.State), false, b, "execution "+string(b.ID)+" is "+string(b.State)), nil
 	}
-	if cur != nil && cur.Attempt >= c.Attempt {
+	if cur != nil && cur.Attempt >= c.Attempt && !simbug.On(simbug.SkipOperationBarrier) {
 		return reject(StatusInvalid, ReasonCapabilityWrongAttempt, false, nil, "attempt already ended NotApplied; a new attempt needs a new decision"), nil
 	}
 	// 5. consume and open the execution

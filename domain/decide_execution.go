@@ -1,6 +1,10 @@
 package domain
 
-import "time"
+import (
+	"time"
+
+	"opledger/domain/simbug"
+)
 
 // Every write an executor makes is conditional on the lease epoch it holds
 // (invariant 5) and on the lease secret its claim returned (invariant 10:
@@ -234,6 +238,9 @@ func (x *Execution) fence(epoch int64, secret, worker string) *Refusal {
 	held, check := x.holderOf(secret)
 	if r := x.notHeld(check); r != nil {
 		return r
+	}
+	if simbug.On(simbug.StaleEpochAccepted) {
+		return nil
 	}
 	switch {
 	case epoch != x.LeaseEpoch:

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+
+	"opledger/domain/simbug"
 )
 
 // A lease is bound to its holder (invariant 10): the command handler mints an
@@ -54,6 +56,9 @@ type HeldLease struct {
 func (x *Execution) holderOf(secret string) (int64, SecretCheck) {
 	if len(x.HeldLeases) == 0 {
 		return 0, SecretUnbound
+	}
+	if simbug.On(simbug.LeaseSecretUnchecked) {
+		return x.HeldLeases[0].Epoch, SecretHeld
 	}
 	if secret == "" {
 		return 0, SecretMissing

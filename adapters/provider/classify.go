@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"opledger/domain"
+	"opledger/domain/simbug"
 )
 
 // sendResult is one send, classified (see the tables in the package doc).
@@ -23,6 +24,9 @@ type sendResult struct {
 // for every provider. ctx is the caller's context (not the per-send one).
 func classifyTransportError(ctx context.Context, err error, trace *sendTrace) sendResult {
 	var opErr *net.OpError
+	if simbug.On(simbug.TimeoutAsNotApplied) && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return sendResult{outcome: domain.NotApplied, detail: "timed out, read as nothing sent: " + err.Error()}
+	}
 	switch {
 	case !trace.gotConn.Load() && errors.As(err, &opErr) && opErr.Op == "dial":
 		return sendResult{outcome: domain.NotApplied, retryable: ctx.Err() == nil,

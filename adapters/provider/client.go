@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"opledger/domain"
+	"opledger/domain/simbug"
 )
 
 // Client is the provider adapter behind domain.Provider: one client for
@@ -87,6 +88,9 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 		if err := ctx.Err(); err != nil {
 			stop = "no further send: " + err.Error()
 			break
+		}
+		if simbug.On(simbug.FreshKeyPerResend) && attempt > 1 {
+			header.Set("Idempotency-Key", fmt.Sprintf("%s-r%d", req.IdempotencyKey, attempt))
 		}
 		start := c.cfg.Now()
 		r := c.sendCreate(ctx, req, target, body, header)
