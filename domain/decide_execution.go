@@ -107,12 +107,16 @@ func (o *Operation) LapseLease(cmd LapseLease, now time.Time) ([]Event, error) {
 }
 
 // RecordLateOutcome lets the executor that held epoch cmd.LeaseEpoch of this
-// execution, proven by that lease's secret, record the definite result of
-// the request it already sent. It moves only this execution, only from
-// Unknown (or Escalated, which is Unknown for safety), and restores no
+// execution, proven by that lease's secret, record that the request it
+// already sent took effect (Completed). It moves only this execution, only
+// from Unknown (or Escalated, which is Unknown for safety), and restores no
 // ownership. Nobody else's evidence is accepted: a missing or wrong secret
 // refuses with lease.not-held, an epoch the secret did not hold with
-// lease.lost.
+// lease.lost. A late NotApplied refuses with late-outcome.not-applied (and
+// is recorded as evidence): the executor can only vouch for its own
+// requests, and once the lease lapsed the reconciler may have resent the
+// execution's request under the same key, so NotApplied would let a new
+// attempt start beside an effect (found by the simulator, docs/simulation.md).
 func (o *Operation) RecordLateOutcome(cmd RecordLateOutcome, now time.Time) ([]Event, error) {
 	x, err := o.executionFor(cmd.ExecutionID)
 	if err != nil {
@@ -137,6 +141,8 @@ func (o *Operation) RecordLateOutcome(cmd RecordLateOutcome, now time.Time) ([]E
 			r = refuse(ReasonLeaseLost, "epoch %d was never held on %s by this lease's holder (it held epoch %d; current %d)", cmd.LeaseEpoch, x.ID, held, x.LeaseEpoch)
 		case x.State != ExecUnknown && x.State != ExecEscalated:
 			r = refuse(ReasonExecutionNotUnknown, "execution %s is %s", x.ID, x.State)
+		case cmd.Outcome == NotApplied:
+			r = refuse(ReasonLateNotApplied, "execution %s is %s: a late NotApplied cannot resolve it (the reconciler may have resent its request under the same key); the reconciler asks the provider", x.ID, x.State)
 		}
 	}
 	if r != nil {

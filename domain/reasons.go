@@ -69,6 +69,13 @@ const (
 // execution id and its epoch is not authority. The API answers 409.
 const ReasonLeaseNotHeld Reason = "lease.not-held"
 
+// ReasonLateNotApplied: a stale executor's NotApplied, handed in as late
+// evidence, cannot resolve an Unknown execution: the executor knows only
+// its own requests, and the reconciler may have resent the execution's
+// request under the same key since the lease lapsed. The reconciler asks the
+// provider instead. The API answers 409.
+const ReasonLateNotApplied Reason = "late-outcome.not-applied"
+
 // Refusal is a command the model declined, with a stable reason. Whether the
 // refusal is also recorded as an event depends on the command (a refused
 // presentation always is).
