@@ -57,6 +57,7 @@ func (w *World) act(a *agent) {
 	state, err := l.Load(ctx, a.op)
 	if err != nil {
 		w.tracef(nil, "agent %s: cannot read (%s)", a.op, errText(err))
+		a.next = w.clock.Now().Add(w.rng.between(5*time.Second, 30*time.Second))
 		return
 	}
 	switch {
@@ -146,24 +147,16 @@ func (w *World) issue(a *agent) {
 // may) writing for it without its lease secret: the ledger must refuse and
 // record it (lease.not-held).
 func (w *World) forge() bool {
-	var open []*domain.Execution
-	var ops []domain.OperationID
-	for _, a := range w.agents {
-		state, err := w.api.Load(w.ctx, a.op)
-		if err != nil {
-			continue
-		}
-		for _, x := range state.Executions {
-			if x.State == domain.ExecExecuting || x.State == domain.ExecUnknown {
-				open, ops = append(open, x), append(ops, a.op)
-			}
-		}
-	}
-	if len(open) == 0 {
+	c := w.obs.claimed[w.rng.intn(len(w.obs.claimed))]
+	op := c.op
+	state, err := w.api.Load(w.ctx, op)
+	if err != nil {
 		return false
 	}
-	i := w.rng.intn(len(open))
-	x, op := open[i], ops[i]
+	x := state.Execution(c.exec)
+	if x == nil {
+		return false
+	}
 	secret := ""
 	if w.rng.chance(0.5) {
 		secret = fmt.Sprintf("guess-%d", w.rng.intn(1_000_000))
@@ -173,7 +166,6 @@ func (w *World) forge() bool {
 		outcome = domain.Completed
 	}
 	cause := ledger.Cause{Actor: intruder, CausationID: string(x.ID)}
-	var err error
 	switch x.State {
 	case domain.ExecExecuting:
 		err = w.api.RecordOutcome(w.ctx, op, domain.RecordOutcome{ExecutionID: x.ID, LeaseEpoch: x.LeaseEpoch, LeaseSecret: secret, Outcome: outcome, Detail: "forged"}, cause)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"opledger/adapters/provider/sim"
 	"opledger/adapters/transport"
@@ -68,19 +69,55 @@ func (w *World) check(quiet bool) []Violation {
 	return out
 }
 
+// visibleWait bounds how long the checks wait for the whole log to be
+// readable in global order (PostgreSQL holds back events behind any open
+// transaction of the cluster, another schedule's included).
+const visibleWait = 30 * time.Second
+
 func (w *World) readFinal() (*finalView, error) {
 	fv := &finalView{ops: map[domain.OperationID]*domain.Operation{}, ledger: w.sim.Ledger()}
-	var after eventstore.Position
-	for {
-		page, err := w.inner.ReadAll(w.ctx, after, 1000)
-		if err != nil {
-			return nil, err
+	// How many events there are, stream by stream (reading a stream is
+	// never held back), then the global log until it shows them all.
+	total := 0
+	streams := []string{domain.EvidenceStream}
+	for _, a := range w.agents {
+		streams = append(streams, a.op.StreamName())
+	}
+	for _, st := range streams {
+		for from := int64(0); ; {
+			page, err := w.inner.ReadStream(w.ctx, st, from, 1000)
+			if err != nil {
+				return nil, err
+			}
+			total += len(page)
+			if len(page) < 1000 {
+				break
+			}
+			from += 1000
 		}
-		fv.events = append(fv.events, page...)
-		if len(page) < 1000 {
+	}
+	deadline := time.Now().Add(visibleWait)
+	for {
+		fv.events = fv.events[:0]
+		var after eventstore.Position
+		for {
+			page, err := w.inner.ReadAll(w.ctx, after, 1000)
+			if err != nil {
+				return nil, err
+			}
+			fv.events = append(fv.events, page...)
+			if len(page) < 1000 {
+				break
+			}
+			after = page[len(page)-1].Position
+		}
+		if len(fv.events) >= total || time.Now().After(deadline) {
 			break
 		}
-		after = page[len(page)-1].Position
+		time.Sleep(10 * time.Millisecond) // another transaction of the cluster holds the log back: poll, bounded by visibleWait
+	}
+	if len(fv.events) < total {
+		return nil, fmt.Errorf("the log shows %d of %d events after %s: a transaction of the cluster holds it back", len(fv.events), total, visibleWait)
 	}
 	h, err := ledger.New(ledger.Config{Store: w.inner, Clock: w.clock, Logger: w.log})
 	if err != nil {

@@ -26,12 +26,14 @@ const (
 // would), and two places where the caller may stop for a while: before the
 // request leaves, and after the answer came back (a GC pause, a freeze).
 type callShim struct {
-	w       *World
-	p       *process
-	name    string
-	client  *provider.Client
-	net     *network
-	timeout time.Duration
+	w      *World
+	p      *process
+	name   string
+	client *provider.Client
+	net    *network
+	// timeout is the caller's bound on the call, on the world's clock: the
+	// one the role sets on the wall clock.
+	timeout func() time.Duration
 	current func() *thread
 	// around the call of a worker: the lease renewal beside it.
 	begin func()
@@ -69,7 +71,7 @@ func (c *callShim) CreateRefund(ctx context.Context, req domain.RefundRequest) d
 	t := c.current()
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	disarm := c.w.s.addDeadline(t, "provider call timeout", c.timeout, cancel)
+	disarm := c.w.s.addDeadline(t, "provider call timeout", c.timeout(), cancel)
 	if c.w.pause(c.p) {
 		c.w.tracef(c.p, "%s stops before sending %s", c.name, req.IdempotencyKey)
 		_, _ = c.w.s.gate(callCtx, t, &park{label: "before send " + string(req.IdempotencyKey), openable: true})
@@ -93,7 +95,7 @@ func (c *callShim) LookupRefunds(ctx context.Context, op domain.OperationID) ([]
 	t := c.current()
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	disarm := c.w.s.addDeadline(t, "provider lookup timeout", c.timeout, cancel)
+	disarm := c.w.s.addDeadline(t, "provider lookup timeout", c.timeout(), cancel)
 	refunds, err := c.client.LookupRefunds(callCtx, op)
 	disarm()
 	if err != nil {

@@ -309,13 +309,13 @@ func (w *World) faultActions() []action {
 	}, "store outage")
 	offer(FaultMsgMalformed, true, func() { w.transport.malformed(false) }, "hostile message")
 	offer(FaultMsgUnreadable, true, func() { w.transport.malformed(true) }, "unreadable message")
-	offer(FaultMsgReplay, true, func() { w.transport.replay() }, "operator copies an old message")
+	offer(FaultMsgReplay, w.transport.handled > 0, func() { w.transport.replay() }, "operator copies an old message")
 	offer(FaultDLQResubmit, w.hasDeadLetters(), func() { w.transport.resubmit() }, "operator resubmits dead letters")
 	inflight := w.transport.inFlight()
 	offer(FaultMsgRedeliver, len(inflight) > 0, func() {
 		w.transport.offerAgain(inflight[w.rng.intn(len(inflight))], "redelivered while in flight")
 	}, "redeliver a message in flight")
-	offer(FaultAgentForgedWrite, w.obs.claims > 0, func() { w.forge() }, "forged executor write")
+	offer(FaultAgentForgedWrite, len(w.obs.claimed) > 0, func() { w.forge() }, "forged executor write")
 	return acts
 }
 

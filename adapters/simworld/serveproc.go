@@ -64,7 +64,7 @@ func newServeProc(w *World, incarnation int) *serveProc {
 	sp.reconView = &view{w: w, p: sp.p, name: "reconciler"}
 	n := &network{w: w, p: sp.p, name: "reconciler", current: func() *thread { return sp.reconciling }, sendTimeout: sendTimeout,
 		sender: w.unknownUnder}
-	shim := &callShim{w: w, p: sp.p, name: "reconciler", client: newClient(w, n), net: n, timeout: reconcilerCallTimeout,
+	shim := &callShim{w: w, p: sp.p, name: "reconciler", client: newClient(w, n), net: n, timeout: func() time.Duration { return reconcilerCallTimeout },
 		current: func() *thread { return sp.reconciling }}
 	sp.reconciler, err = recovery.NewReconciler(recovery.ReconcilerConfig{
 		Ledger: w.newHandler(sp.reconView), Index: sp.index, Provider: shim, Profile: w.profile, Clock: w.clock,
@@ -155,7 +155,7 @@ func (c *checkpoints) Load(ctx context.Context, name string) (string, error) {
 		for _, r := range w.serve.relays {
 			if r.relay.Name() == name {
 				_, _ = w.s.gate(ctx, r.thread, &park{label: "checkpoint unreachable", openable: true,
-					readyAt: w.clock.Now().Add(w.rng.between(100*time.Millisecond, 2*time.Second))})
+					readyAt: w.clock.Now().Add(w.rng.between(time.Second, 5*time.Second))})
 			}
 		}
 		return "", errors.New("simulated: checkpoint table unreachable")

@@ -20,20 +20,21 @@ type swarm struct {
 
 // Base rates, per opportunity (a store call, a request, a publish, ...).
 var baseRate = map[Fault]float64{
-	FaultStoreReadFail: 0.02, FaultStoreWriteFail: 0.02, FaultStoreCommitLost: 0.03,
-	FaultProviderLoseResponse: 0.06, FaultProviderHold: 0.05, FaultProvider5xxBefore: 0.06, FaultProvider5xxAfter: 0.06,
-	FaultProviderReject: 0.05, FaultProviderDelay: 0.03, FaultProviderDrop: 0.05,
-	FaultNetDialRefused: 0.05, FaultNetLostRequest: 0.04, FaultNetLostResponse: 0.05, FaultNetSlow: 0.06,
+	FaultStoreReadFail: 0.04, FaultStoreWriteFail: 0.04, FaultStoreCommitLost: 0.05,
+	FaultProviderLoseResponse: 0.15, FaultProviderHold: 0.12, FaultProvider5xxBefore: 0.12, FaultProvider5xxAfter: 0.15,
+	FaultProviderReject: 0.12, FaultProviderDelay: 0.08, FaultProviderDrop: 0.12,
+	FaultNetDialRefused: 0.1, FaultNetLostRequest: 0.1, FaultNetLostResponse: 0.12, FaultNetSlow: 0.15,
 	FaultMsgDuplicate: 0.15, FaultMsgAckLost: 0.1, FaultMsgDelay: 0.1, FaultMsgReorder: 0.3,
 	FaultPublishFail: 0.08, FaultPublishLost: 0.08, FaultCheckpointFail: 0.08,
-	FaultAgentRevoke: 0.15, FaultAgentSecondCap: 0.2,
+	FaultAgentRevoke: 0.15, FaultAgentSecondCap: 0.25,
 }
 
 // Action faults: offered by the scheduler as steps of their own, with these
-// weights (a delivery weighs 6).
+// weights (a delivery weighs 6, a due timer 8).
 var baseWeight = map[Fault]float64{
-	FaultStoreOutage: 0.25, FaultMsgRedeliver: 0.3, FaultMsgMalformed: 0.2, FaultMsgUnreadable: 0.2, FaultMsgReplay: 0.3, FaultDLQResubmit: 0.3,
-	FaultWorkerCrash: 0.35, FaultWorkerFreeze: 0.35, FaultServeRestart: 0.15, FaultClockJump: 0.2, FaultAgentForgedWrite: 0.3,
+	FaultStoreOutage: 0.12, FaultMsgRedeliver: 0.2, FaultMsgMalformed: 0.08, FaultMsgUnreadable: 0.08, FaultMsgReplay: 0.2,
+	FaultDLQResubmit: 0.2, FaultWorkerCrash: 0.15, FaultWorkerFreeze: 0.2, FaultServeRestart: 0.08, FaultClockJump: 0.1,
+	FaultAgentForgedWrite: 0.2,
 }
 
 func newSwarm(g *rng, allowed FaultSet) swarm {

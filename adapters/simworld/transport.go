@@ -68,6 +68,7 @@ type simTransport struct {
 	seq     int
 	tokens  int
 	copies  int
+	handled int // refund requests acknowledged
 }
 
 // Publish implements transport.Publisher (the relay's side).
@@ -168,6 +169,7 @@ func (tr *simTransport) settle(m *message, token int, wp *workerProc, inc int, d
 			return
 		}
 		m.state = msgAcked
+		tr.handled++
 		tr.w.tracef(nil, "%s acknowledged", m.out.MessageID)
 	case transport.ActionDeadLetter:
 		tr.deadLetter(m, d.Reason)

@@ -31,10 +31,11 @@ type workerProc struct {
 	tasks  int
 
 	// the delivery in hand
-	task  *thread
-	msg   *message
-	token int
-	exec  domain.ExecutionID // the execution the delivery claimed
+	task    *thread
+	msg     *message
+	token   int
+	exec    domain.ExecutionID // the execution the delivery claimed
+	expires time.Time          // and its lease's expiry, as claimed
 	// the lease renewal beside the provider call: fresh until the renewal
 	// goroutine the worker starts has parked at its first timer.
 	renew      *thread
@@ -53,9 +54,12 @@ func newWorkerProc(w *World, id string, incarnation int) *workerProc {
 	wp.ledger = w.newHandler(wp.view)
 	n := &network{w: w, p: wp.p, name: id, current: func() *thread { return wp.task }, sendTimeout: sendTimeout,
 		sender: func(string, string) domain.ExecutionID { return wp.exec }}
-	shim := &callShim{w: w, p: wp.p, name: id, client: newClient(w, n), net: n, timeout: workerCallTimeout,
+	var wk *worker.Worker
+	shim := &callShim{w: w, p: wp.p, name: id, client: newClient(w, n), net: n,
+		timeout: func() time.Duration { return wk.CallTimeout(wp.expires) }, // what the worker set, on the world's clock
 		current: func() *thread { return wp.task }, begin: wp.callBegins, end: wp.callEnds}
-	wk, err := worker.New(worker.Config{
+	var err error
+	wk, err = worker.New(worker.Config{
 		ID: id, Ledger: (*workerLedger)(wp), Provider: shim, Clock: w.clock, Logger: w.log,
 		LeaseDuration: leaseDuration, ProviderTimeout: workerCallTimeout,
 		RecordBackoff: recordBackoff, RecordBackoffMax: recordMax, After: wp.after,
@@ -147,7 +151,7 @@ func (l *workerLedger) Claim(ctx context.Context, op domain.OperationID, cmd dom
 	wp.w.observeClaim(wp.p, wp.task, op, cmd, out, err)
 	if err == nil && out.Status == domain.StatusClaimed {
 		wp.renewFresh, wp.renewReady = true, make(chan struct{}, 1)
-		wp.exec = out.ExecutionID
+		wp.exec, wp.expires = out.ExecutionID, out.Claimed.LeaseExpiresAt
 	}
 	return out, err
 }

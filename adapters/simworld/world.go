@@ -281,6 +281,12 @@ type observations struct {
 	forged        []forgedWrite
 	unattributed  []domain.MessageID
 	claims        int
+	claimed       []claimedExec
+}
+
+type claimedExec struct {
+	op   domain.OperationID
+	exec domain.ExecutionID
 }
 
 type seenRefusal struct {
@@ -313,6 +319,7 @@ func (w *World) observeClaim(p *process, t *thread, op domain.OperationID, cmd d
 	}
 	w.obs.claims++
 	if out.Status == domain.StatusClaimed {
+		w.obs.claimed = append(w.obs.claimed, claimedExec{op: op, exec: out.ExecutionID})
 		w.tracef(p, "%s claim %s on %s → Claimed %s key %s", t, cmd.CapabilityID, cmd.MessageID, out.ExecutionID, out.Claimed.IdempotencyKey)
 		return
 	}

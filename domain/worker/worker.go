@@ -41,8 +41,8 @@ type Delivery struct {
 // Result says what handling a delivery did.
 type Result struct {
 	Claim     domain.ClaimResult
-	Executed  bool           // a provider request was started
-	Outcome   domain.Outcome // the provider call's classified outcome, when Executed
+	Executed  bool           // a provider call was made (not when the lease expired first)
+	Outcome   domain.Outcome // the provider call's classified outcome (NotApplied when the lease expired first)
 	Reference string
 	// Recorded is how the outcome entered the ledger: "outcome", "late-outcome",
 	// or "" when it could not be recorded (the lease will lapse and
@@ -156,12 +156,23 @@ func (w *Worker) Handle(ctx context.Context, d Delivery) (Result, error) {
 		OperationID: op.ID, OrderID: op.OrderID, AmountMinor: op.AmountMinor, Currency: op.Currency,
 		IdempotencyKey: c.IdempotencyKey,
 	}
-	lease := w.holdLease(ctx, d.OperationID, c, claim.LeaseSecret, log)
-	callCtx, cancelCall := context.WithTimeout(lease.ctx, w.cfg.ProviderTimeout)
-	result := w.cfg.Provider.CreateRefund(callCtx, req)
-	cancelCall()
-	lost, expires := lease.stop()
-	res.Executed, res.Outcome, res.Reference = true, result.Outcome, result.ProviderReference
+	var (
+		result  domain.RefundResult
+		lost    bool
+		expires = c.LeaseExpiresAt
+	)
+	if timeout := w.CallTimeout(c.LeaseExpiresAt); timeout > 0 {
+		lease := w.holdLease(ctx, d.OperationID, c, claim.LeaseSecret, log)
+		callCtx, cancelCall := context.WithTimeout(lease.ctx, timeout)
+		result = w.cfg.Provider.CreateRefund(callCtx, req)
+		cancelCall()
+		lost, expires = lease.stop()
+		res.Executed = true
+	} else {
+		result = domain.RefundResult{Outcome: domain.NotApplied, Detail: "not sent: the lease expired at " +
+			c.LeaseExpiresAt.UTC().Format(time.RFC3339Nano) + " before the request could be sent"}
+	}
+	res.Outcome, res.Reference = result.Outcome, result.ProviderReference
 	log = log.With("execution_id", c.ExecutionID, "outcome", result.Outcome, "provider_reference", result.ProviderReference)
 
 	// What the provider said must reach the ledger even if the delivery's
@@ -170,6 +181,19 @@ func (w *Worker) Handle(ctx context.Context, d Delivery) (Result, error) {
 	defer cancelRecord()
 	res.Recorded = w.record(recordCtx, held{op: d.OperationID, c: c, secret: claim.LeaseSecret, lost: lost, expires: expires}, result, log)
 	return res, nil
+}
+
+// CallTimeout is how long the provider call of a lease expiring at expires
+// may take, from now by Clock: ProviderTimeout, or less when the lease has
+// less left (its claim was written late, or handled late), and 0 when it has
+// expired: then nothing is sent. Every request of an execution leaves while
+// its lease holds, because once it expired the sweeper may make it Unknown
+// and the reconciler resend the request under the same key (found by the
+// simulator: a claim decided before a long pause was written already
+// expired, and the worker's resend under a lapsed lease re-executed a key
+// the reconciler had just found failed).
+func (w *Worker) CallTimeout(expires time.Time) time.Duration {
+	return min(w.cfg.ProviderTimeout, expires.Sub(w.cfg.Clock.Now()))
 }
 
 // held is the lease a worker recorded under: its execution, the secret the

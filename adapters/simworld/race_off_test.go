@@ -1,0 +1,5 @@
+//go:build !race
+
+package simworld_test
+
+const raceEnabled = false
