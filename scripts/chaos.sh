@@ -234,7 +234,7 @@ wait_for "every operation terminal" "$settle_bound" terminal || settled=false
 fails=()
 curl -sS -m 10 "$SIM/_sim/ledger" >"$tmp/provider-ledger.json"
 curl -sS -m 10 "$SIM/_sim/ledger/export" >"$tmp/provider-export.jsonl"
-doubles=$(jq -r '.by_operation | to_entries[] | select(.value.refunds_created > 1) | "\(.key) \(.value.refunds_created)"' "$tmp/provider-ledger.json")
+doubles=$(jq -r '.by_operation | to_entries[] | select(.value.refunds_created > 1) | "\(.key) \(.value.refunds_created)"' "$tmp/provider-ledger.json" | paste -sd, -)
 [ -z "$doubles" ] || fails+=("refunds-per-operation: $doubles")
 if ! "$bin" audit verify --json >"$tmp/verify.json" 2>"$tmp/verify.err"; then
   fails+=("audit-verify: $(jq -c '[.violations[]? | .invariant + " " + .message] | .[:5]' "$tmp/verify.json" 2>/dev/null || cat "$tmp/verify.err")")

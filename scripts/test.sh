@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: makes sure PostgreSQL is reachable (starting the system's
 # cluster if it is down), creates a fresh database for this run, runs
-# `go test -race ./...` against it, and drops the database afterwards.
+# `go test -race ./...` against it, and drops the database afterwards; then
+# the simulator's sweep (2000 schedules), its planted bugs, and
+# scripts/chaos.sh --short on real processes (skipped with GO_TEST_FLAGS).
 #
 #   DATABASE_URL  server to use (default postgres://postgres@127.0.0.1:5432/postgres)
 #                 the database named in it is only used to create the run's own
@@ -78,3 +80,16 @@ fi
 go vet ./...
 # shellcheck disable=SC2086
 go test -race -count=1 -timeout 15m ${GO_TEST_FLAGS:-} ./...
+
+# The simulator (docs/simulation.md). Its CI sweep runs without the race
+# detector, which would make 2000 schedules take several minutes (the run
+# above sweeps 150 under it, for races): the seed is printed, and
+# OPLEDGER_SIM_SEED=... reproduces the sweep. Then its teeth: each known bug,
+# planted alone (a -tags simbugs build), is caught. Then the same checks on
+# real processes, short (under 2 minutes).
+if [ -z "${GO_TEST_FLAGS:-}" ]; then
+  OPLEDGER_SIM_SCHEDULES=${OPLEDGER_SIM_SCHEDULES:-2000} \
+    go test -count=1 -timeout 10m -run '^TestSweep$' -v ./adapters/simworld/ | grep -E '^(--- |ok|FAIL|PASS|panic| +sweep_test)'
+  go test -tags simbugs -count=1 -timeout 10m -run '^TestPlantedBugs$' ./adapters/simworld/
+  scripts/chaos.sh --short
+fi

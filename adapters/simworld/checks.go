@@ -273,7 +273,7 @@ func (w *World) checkAudit(fv *finalView, fail func(string, string, ...any)) {
 		return
 	}
 	for _, v := range rep.Violations {
-		if known := knownAuditFinding(fv, v); known != "" {
+		if known := knownAuditFinding(fv, v); known != "" && !w.opts.Strict {
 			w.known[known]++
 			w.tracef(nil, "known finding %s: %s %s@%d: %s", known, v.Invariant, v.Stream, v.Version, v.Message)
 			continue

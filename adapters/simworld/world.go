@@ -34,6 +34,8 @@ type Options struct {
 	Timeline bool
 	// Logger receives the roles' logs (default: discarded).
 	Logger *slog.Logger
+	// Strict counts known findings (KnownMalformedEvidence) as violations.
+	Strict bool
 }
 
 // World is one schedule's simulated world.

@@ -33,13 +33,14 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	plantText := fs.String("plant", "", "plant a known bug for the sweep (a binary built with -tags simbugs only): "+bugNames())
 	parallel := fs.Int("parallel", 0, "schedules at once (0: one per CPU)")
 	noShrink := fs.Bool("no-shrink", false, "report the first violation as found, without shrinking it")
+	strict := fs.Bool("strict", false, "count known findings on main (docs/simulation.md) as violations")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return fail(stderr, "sim", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	opts := simworld.Options{}
+	opts := simworld.Options{Strict: *strict}
 	storeFlag := ""
 	switch *store {
 	case "memory":
