@@ -9,6 +9,7 @@
 //	opledger dlq           inspect and resubmit dead letters
 //	opledger set-aside     list and release the loops' set-aside items
 //	opledger demo          the seed's Thursday/Friday story, end to end
+//	opledger sim           deterministic simulation: seeded fault schedules, checked
 //
 // Every command reads its settings from the environment (DATABASE_URL,
 // PROVIDER_URL, ...) and a flag of the same meaning overrides it; `opledger
