@@ -1,7 +1,9 @@
 package simworld_test
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -71,4 +73,18 @@ func TestParseFaults(t *testing.T) {
 	require.Zero(t, none)
 	_, err = simworld.ParseFaults("store-*,bogus")
 	require.ErrorContains(t, err, `"bogus"`)
+}
+
+// Every goroutine of a schedule (roles, renewals, handlers) has returned
+// once Run returns: a sweep of thousands leaves nothing behind.
+func TestSchedulesLeaveNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	sum, err := simworld.Sweep(t.Context(), simworld.SweepOptions{Seed: 3, Schedules: 30, Ops: 3, Faults: simworld.AllFaults})
+	require.NoError(t, err)
+	require.Equal(t, 30, sum.Schedules)
+	// Poll, bounded: the runtime may still be reaping goroutines that returned.
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before+2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before+2, "goroutines left behind")
 }
