@@ -53,6 +53,11 @@ type Summary struct {
 	// KnownFindings counts findings on main reported apart (see
 	// KnownMalformedEvidence).
 	KnownFindings map[string]int `json:"known_findings,omitempty"`
+	// SettleMax and SettleStepsMax are the longest settle phase (world's
+	// clock, steps) of any schedule that settled: how close the sweep came
+	// to the liveness bound (SettleBound, MaxSettleSteps).
+	SettleMax      string `json:"settle_max"`
+	SettleStepsMax int    `json:"settle_steps_max"`
 	// TraceHash is the SHA-256 of the schedules' trace hashes, in order:
 	// the same seed and options give the same hash.
 	TraceHash     string   `json:"trace_hash"`
@@ -165,6 +170,17 @@ func Sweep(ctx context.Context, o SweepOptions) (Summary, error) {
 			sum.First = &Failure{Index: i, Spec: r.Spec.String(), Violations: r.Violations}
 		}
 	}
+	var settleMax time.Duration
+	for i, r := range results {
+		if r == nil || i > stopped {
+			break
+		}
+		if r.SettleSteps <= MaxSettleSteps && r.Settled <= SettleBound {
+			settleMax = max(settleMax, r.Settled)
+			sum.SettleStepsMax = max(sum.SettleStepsMax, r.SettleSteps)
+		}
+	}
+	sum.SettleMax = settleMax.Round(time.Millisecond).String()
 	sum.TraceHash = hex.EncodeToString(h.Sum(nil))
 	elapsed := time.Since(start)
 	sum.Elapsed = elapsed.Round(time.Millisecond).String()
