@@ -90,7 +90,7 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 			break
 		}
 		if simbug.On(simbug.FreshKeyPerResend) && attempt > 1 {
-			header.Set("Idempotency-Key", fmt.Sprintf("%s-r%d", req.IdempotencyKey, attempt))
+			c.plantFreshKey(header, req, attempt)
 		}
 		start := c.cfg.Now()
 		r := c.sendCreate(ctx, req, target, body, header)
@@ -113,6 +113,16 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 		slog.Int("sends", len(sends)), slog.String("outcome", string(result.Outcome)),
 		slog.String("reference", result.ProviderReference), slog.String("detail", result.Detail))
 	return result
+}
+
+// plantFreshKey is the planted bug simbug.FreshKeyPerResend (reached only
+// in a -tags simbugs build): the resend carries a key of its own.
+func (c *Client) plantFreshKey(header http.Header, req domain.RefundRequest, attempt int) {
+	req.IdempotencyKey = domain.IdempotencyKey(fmt.Sprintf("%s-r%d", req.IdempotencyKey, attempt))
+	_, fresh, _ := c.wire.create(req)
+	for k, vs := range fresh {
+		header[k] = vs
+	}
 }
 
 func (c *Client) sendCreate(ctx context.Context, req domain.RefundRequest, target string, body []byte, header http.Header) sendResult {

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"opledger/adapters/provider"
 	"opledger/adapters/provider/sim"
 	"opledger/adapters/transport"
 	"opledger/domain"
 	"opledger/domain/audit"
+	"opledger/domain/codec"
 	"opledger/domain/ledger"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
@@ -165,8 +167,8 @@ func (w *World) checkProvider(fv *finalView, fail func(string, string, ...any)) 
 		}
 	}
 	for _, r := range fv.ledger.Requests {
-		if r.RefundID == "" {
-			continue
+		if r.RefundID == "" || r.Result == sim.ResultDeclined {
+			continue // nothing moved (a refund committed as declined moves nothing)
 		}
 		if x := execs[w.sentFor[r.Seq]]; x != nil && x.State == domain.ExecNotApplied {
 			fail(CheckNotApplied, "%s: %s is NotApplied, but request %d sent for it under key %s created refund %s at %s",
@@ -178,7 +180,12 @@ func (w *World) checkProvider(fv *finalView, fail func(string, string, ...any)) 
 		fail(CheckProviderDiff, "export the provider's ledger: %v", err)
 		return
 	}
-	diff, err := audit.ProviderDiff(w.ctx, w.inner, &export)
+	reader, err := provider.ExportReader(w.profile.Name, &export)
+	if err != nil {
+		fail(CheckProviderDiff, "read the provider's export: %v", err)
+		return
+	}
+	diff, err := audit.ProviderDiff(w.ctx, w.inner, reader)
 	if err != nil {
 		fail(CheckProviderDiff, "provider diff: %v", err)
 		return
@@ -224,11 +231,11 @@ func (w *World) checkEvidence(fv *finalView, fail func(string, string, ...any)) 
 		default:
 			continue
 		}
-		e, err := ledger.DecodeRecorded(rec)
+		d, err := codec.DecodeRecorded(rec)
 		if err != nil {
 			continue // audit-verify reports it
 		}
-		switch ev := e.(type) {
+		switch ev := d.Event.(type) {
 		case domain.DeliveryDuplicated:
 			presented[key{rec.StreamID, ev.MessageID}] = true
 		case domain.PresentationRejected:
@@ -236,7 +243,7 @@ func (w *World) checkEvidence(fv *finalView, fail func(string, string, ...any)) 
 		case domain.WriteRefused:
 			refusedWrites[wkey{ev.ExecutionID, ev.Command, ev.Reason}] = true
 		default:
-			if meta, err := domain.DecodeMetadata(rec.Metadata); err == nil && meta.Actor == intruder {
+			if d.Meta.Actor == intruder {
 				fail(CheckForgedRefused, "%s@%d: %s written by the intruder, who never held the lease", rec.StreamID, rec.Version, rec.Type)
 			}
 		}
@@ -302,8 +309,8 @@ func knownAuditFinding(fv *finalView, v audit.Violation) string {
 		if rec.StreamID != v.Stream || rec.Version != v.Version {
 			continue
 		}
-		e, err := ledger.DecodeRecorded(rec)
-		if ev, ok := e.(domain.PresentationRejected); err == nil && ok && ev.Reason == domain.ReasonDeliveryMalformed && ev.CapabilityID == "" {
+		d, err := codec.DecodeRecorded(rec)
+		if ev, ok := d.Event.(domain.PresentationRejected); err == nil && ok && ev.Reason == domain.ReasonDeliveryMalformed && ev.CapabilityID == "" {
 			return KnownMalformedEvidence
 		}
 	}
@@ -330,11 +337,11 @@ func (w *World) checkQuiet(fv *finalView, fail func(string, string, ...any)) {
 		if rec.Type != domain.TypePresentationRejected {
 			continue
 		}
-		e, err := ledger.DecodeRecorded(rec)
+		d, err := codec.DecodeRecorded(rec)
 		if err != nil {
 			continue
 		}
-		if ev := e.(domain.PresentationRejected); ev.ReplaySuspected && !signals[transport.SignalIDForEvent(rec.ID)] {
+		if ev := d.Event.(domain.PresentationRejected); ev.ReplaySuspected && !signals[transport.SignalIDForEvent(rec.ID)] {
 			fail(CheckSignals, "%s@%d: replay suspected on %s, and no security signal was published", rec.StreamID, rec.Version, ev.MessageID)
 		}
 	}

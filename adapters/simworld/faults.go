@@ -65,6 +65,10 @@ const (
 	FaultAgentForgedWrite Fault = "agent-forged-write" // someone who read an execution id and epoch writes without the lease secret
 )
 
+// FaultProviderDecline: the provider commits the refund as declined (Stripe
+// "failed", Meridian DECLINED): answered 2xx, nothing moved.
+const FaultProviderDecline = Fault("provider-decline")
+
 // Faults lists every kind, in the order summaries give them.
 var Faults = []Fault{
 	FaultStoreReadFail, FaultStoreWriteFail, FaultStoreCommitLost, FaultStoreOutage,
@@ -75,6 +79,8 @@ var Faults = []Fault{
 	FaultMsgMalformed, FaultMsgUnreadable, FaultMsgReplay, FaultDLQResubmit, FaultPublishFail, FaultPublishLost,
 	FaultCheckpointFail, FaultWorkerCrash, FaultWorkerFreeze, FaultServeRestart, FaultClockJump,
 	FaultAgentRedecide, FaultAgentRevoke, FaultAgentSecondCap, FaultAgentForgedWrite,
+	// Kinds added later go last: a spec's fault set names kinds by position.
+	FaultProviderDecline,
 }
 
 // FaultSet is a set of fault kinds, one bit per index in Faults.

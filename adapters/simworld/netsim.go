@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"path"
 	"strconv"
 	"syscall"
 	"time"
@@ -163,16 +165,35 @@ func (n *network) deliver(ctx context.Context, t *thread, req *http.Request, bod
 	return rec.response(req), nil
 }
 
-// describeRequest names a request for the trace: method, operation, key.
+// describeRequest names a request for the trace: what it asks, its
+// operation, its key. It reads both APIs: Stripe's (form body, our reference
+// in metadata, Idempotency-Key, lookup by reference) and Meridian's (JSON
+// body, merchantReference, Meridian-Request-Id, retrieve by request id).
 func describeRequest(req *http.Request, body []byte) (what, op, key string) {
-	key = req.Header.Get("Idempotency-Key")
+	key = cmpOr(req.Header.Get("Idempotency-Key"), req.Header.Get("Meridian-Request-Id"))
 	if req.Method == http.MethodPost {
-		form, _ := url.ParseQuery(string(body))
-		op = form.Get("metadata[operation_id]")
+		if form, err := url.ParseQuery(string(body)); err == nil && form.Has("metadata[operation_id]") {
+			op = form.Get("metadata[operation_id]")
+		} else {
+			var m struct {
+				MerchantReference string `json:"merchantReference"`
+			}
+			_ = json.Unmarshal(body, &m)
+			op = m.MerchantReference
+		}
 		return fmt.Sprintf("create %s key %s", op, key), op, key
 	}
-	op = req.URL.Query().Get("operation_id")
-	return "lookup " + op, op, ""
+	if op = req.URL.Query().Get("operation_id"); op != "" {
+		return "lookup " + op, op, ""
+	}
+	return "retrieve " + path.Base(req.URL.Path), "", ""
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // recorder is the handler's side of an exchange: an http.ResponseWriter
@@ -246,4 +267,5 @@ var providerFaults = []struct {
 	{FaultProvider5xxAfter, sim.Fault5xxAfterCommit},
 	{FaultProviderLoseResponse, sim.FaultLoseResponseAfterCommit},
 	{FaultProviderHold, sim.FaultHoldResponse},
+	{FaultProviderDecline, sim.FaultDecline},
 }

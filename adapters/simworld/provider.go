@@ -2,6 +2,7 @@ package simworld
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -45,6 +46,7 @@ type callShim struct {
 // source) is replaced by one drawn from the seed.
 func newClient(w *World, n *network) *provider.Client {
 	c, err := provider.New(provider.Config{
+		Profile:    w.profile,
 		BaseURL:    "http://provider.sim",
 		HTTPClient: &http.Client{Transport: n},
 		Timeout:    time.Hour, // the real per-send timer never fires first: the network's, on the world's clock, does
@@ -90,18 +92,42 @@ func (c *callShim) CreateRefund(ctx context.Context, req domain.RefundRequest) d
 	return res
 }
 
-// LookupRefunds implements domain.Provider.
-func (c *callShim) LookupRefunds(ctx context.Context, op domain.OperationID) ([]domain.ProviderRefund, error) {
+// LookupByReference implements domain.Provider.
+func (c *callShim) LookupByReference(ctx context.Context, op domain.OperationID) ([]domain.ProviderEffect, error) {
 	t := c.current()
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	disarm := c.w.s.addDeadline(t, "provider lookup timeout", c.timeout(), cancel)
-	refunds, err := c.client.LookupRefunds(callCtx, op)
+	effects, err := c.client.LookupByReference(callCtx, op)
 	disarm()
-	if err != nil {
+	switch {
+	case errors.Is(err, domain.ErrReadUnsupported):
+		c.w.tracef(c.p, "%s lookup %s → not offered", c.name, op)
+	case err != nil:
 		c.w.tracef(c.p, "%s lookup %s → cannot tell", c.name, op)
-	} else {
-		c.w.tracef(c.p, "%s lookup %s → %d refunds", c.name, op, len(refunds))
+	default:
+		c.w.tracef(c.p, "%s lookup %s → %d refunds", c.name, op, len(effects))
 	}
-	return refunds, err
+	return effects, err
+}
+
+// RetrieveByKey implements domain.Provider.
+func (c *callShim) RetrieveByKey(ctx context.Context, key domain.IdempotencyKey) (domain.ProviderEffect, bool, error) {
+	t := c.current()
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	disarm := c.w.s.addDeadline(t, "provider retrieve timeout", c.timeout(), cancel)
+	effect, found, err := c.client.RetrieveByKey(callCtx, key)
+	disarm()
+	switch {
+	case errors.Is(err, domain.ErrReadUnsupported):
+		c.w.tracef(c.p, "%s retrieve %s → not offered", c.name, key)
+	case err != nil:
+		c.w.tracef(c.p, "%s retrieve %s → cannot tell", c.name, key)
+	case found:
+		c.w.tracef(c.p, "%s retrieve %s → %s %s", c.name, key, effect.Reference, effect.State)
+	default:
+		c.w.tracef(c.p, "%s retrieve %s → none", c.name, key)
+	}
+	return effect, found, err
 }

@@ -22,7 +22,7 @@ type swarm struct {
 var baseRate = map[Fault]float64{
 	FaultStoreReadFail: 0.04, FaultStoreWriteFail: 0.04, FaultStoreCommitLost: 0.05,
 	FaultProviderLoseResponse: 0.15, FaultProviderHold: 0.12, FaultProvider5xxBefore: 0.12, FaultProvider5xxAfter: 0.15,
-	FaultProviderReject: 0.12, FaultProviderDelay: 0.08, FaultProviderDrop: 0.12,
+	FaultProviderReject: 0.12, FaultProviderDelay: 0.08, FaultProviderDrop: 0.12, FaultProviderDecline: 0.1,
 	FaultNetDialRefused: 0.1, FaultNetLostRequest: 0.1, FaultNetLostResponse: 0.12, FaultNetSlow: 0.15,
 	FaultMsgDuplicate: 0.15, FaultMsgAckLost: 0.1, FaultMsgDelay: 0.1, FaultMsgReorder: 0.3,
 	FaultPublishFail: 0.08, FaultPublishLost: 0.08, FaultCheckpointFail: 0.08,

@@ -44,6 +44,8 @@ type Summary struct {
 	Schedules  int    `json:"schedules"`
 	Operations int    `json:"operations"`
 	Steps      int64  `json:"steps"`
+	// Profiles counts schedules by the provider profile they drew.
+	Profiles map[string]int `json:"profiles"`
 	// FaultsInjected counts injections by kind over all schedules.
 	FaultsInjected map[Fault]int `json:"faults_injected"`
 	// Violations counts schedules with at least one violation;
@@ -138,7 +140,7 @@ func Sweep(ctx context.Context, o SweepOptions) (Summary, error) {
 		return Summary{}, err
 	}
 	sum := Summary{
-		Seed: fmt.Sprintf("%d", o.Seed), FaultsInjected: map[Fault]int{}, ViolationsByCheck: map[string]int{},
+		Seed: fmt.Sprintf("%d", o.Seed), FaultsInjected: map[Fault]int{}, ViolationsByCheck: map[string]int{}, Profiles: map[string]int{},
 		KnownFindings: map[string]int{},
 	}
 	h := sha256.New()
@@ -152,6 +154,7 @@ func Sweep(ctx context.Context, o SweepOptions) (Summary, error) {
 		sum.Schedules++
 		sum.Operations += r.Spec.Ops
 		sum.Steps += int64(r.Steps)
+		sum.Profiles[r.Profile]++
 		for f, n := range r.Faults {
 			sum.FaultsInjected[f] += n
 		}

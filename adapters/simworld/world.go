@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"opledger/adapters/provider"
 	"opledger/adapters/provider/sim"
 	"opledger/domain"
 	"opledger/domain/clock"
@@ -103,16 +104,14 @@ func newWorld(ctx context.Context, spec Spec, opts Options, store eventstore.Sto
 	}
 	w.s = newSched(w)
 	w.swarm = newSwarm(w.rng, spec.Faults)
-	w.profile = domain.StripeV1
-	if w.rng.chance(0.5) {
-		w.profile = domain.StripeV2
-	}
-	p, err := sim.ParseProfile(w.profile.Name)
+	profiles := []domain.ProviderProfile{provider.StripeV1, provider.StripeV2, provider.Meridian}
+	w.profile = profiles[w.rng.intn(len(profiles))]
+	cfg, err := sim.ConfigFor(w.profile)
 	if err != nil {
 		return nil, err
 	}
-	w.sim, err = sim.New(sim.Config{Profile: p, Start: Start, Clock: w.clock.Now, Logger: w.log})
-	if err != nil {
+	cfg.Start, cfg.Clock, cfg.Logger = Start, w.clock.Now, w.log
+	if w.sim, err = sim.New(cfg); err != nil {
 		return nil, err
 	}
 	w.apiProc = newProcess(ctx, "api", 1)
