@@ -101,8 +101,8 @@ go build -tags "${CHAOS_BUILD_TAGS:-}" -o "$tmp/opledger" ./cmd/opledger
 bin=$tmp/opledger
 "$bin" migrate >"$tmp/migrate.log" 2>&1
 
-profiles=(stripe-v1 stripe-v2)
-profile=${profiles[$(( RANDOM % 2 ))]}
+profiles=(stripe-v1 stripe-v2 meridian)
+profile=${profiles[$(( RANDOM % 3 ))]}
 export PROVIDER_PROFILE=$profile OPLEDGER_LOG_LEVEL=warn
 simport=$(free_port) apiport=$(free_port)
 SIM=http://127.0.0.1:$simport API=http://127.0.0.1:$apiport
@@ -136,7 +136,7 @@ log "up: provider-sim ($profile) on $simport, serve on $apiport, PostgreSQL on $
 api() { # method path token [body]
   curl -sS -m 10 -X "$1" "$API$2" -H "Authorization: Bearer $3" -H 'Content-Type: application/json' ${4:+-d "$4"}
 }
-faults=(lose-response-after-commit 5xx-after-commit 5xx-before-commit hold-response reject-validation drop-connection-before-read delay)
+faults=(lose-response-after-commit 5xx-after-commit 5xx-before-commit hold-response reject-validation drop-connection-before-read delay decline)
 : >"$tmp/ops"
 drive() {
   # Bounded: ops operations, each retried a few times while PostgreSQL restarts.
