@@ -88,3 +88,17 @@ func TestSchedulesLeaveNoGoroutines(t *testing.T) {
 	}
 	require.LessOrEqual(t, runtime.NumGoroutine(), before+2, "goroutines left behind")
 }
+
+// Liveness without faults: every schedule is quiet (every operation
+// Completed, or Denied over the approval limit) almost at once after the
+// chaos phase, well inside the bound.
+func TestNoFaultSchedulesSettleAtOnce(t *testing.T) {
+	sum, err := simworld.Sweep(t.Context(), simworld.SweepOptions{Seed: 11, Schedules: 60, Ops: 4, Faults: 0})
+	require.NoError(t, err)
+	require.Zero(t, sum.Violations)
+	require.Empty(t, sum.FaultsInjected)
+	settle, err := time.ParseDuration(sum.SettleMax)
+	require.NoError(t, err)
+	require.Less(t, settle, time.Minute, "the longest settle phase")
+	require.Less(t, sum.SettleStepsMax, 100)
+}
