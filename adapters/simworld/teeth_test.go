@@ -27,12 +27,12 @@ var teeth = []struct {
 	within int // schedules
 }{
 	// over 30 seeds (TestPlantedBugsMeasure): median, p90, max schedules
-	{simbug.SkipOperationBarrier, 100},   // 4, 9, 10
-	{simbug.ResetConsumedCapability, 50}, // 2, 3, 5
-	{simbug.FreshKeyPerResend, 50},       // 1, 4, 6
-	{simbug.TimeoutAsNotApplied, 600},    // 11, 31, 153
-	{simbug.StaleEpochAccepted, 300},     // 7, 24, 37
-	{simbug.LeaseSecretUnchecked, 50},    // 2, 4, 7
+	{simbug.SkipOperationBarrier, 100},   // 3, 13, 14
+	{simbug.ResetConsumedCapability, 50}, // 2, 5, 8
+	{simbug.FreshKeyPerResend, 50},       // 1, 3, 6
+	{simbug.TimeoutAsNotApplied, 600},    // 23, 75, 87
+	{simbug.StaleEpochAccepted, 300},     // 12, 29, 54
+	{simbug.LeaseSecretUnchecked, 50},    // 3, 7, 8
 }
 
 func TestPlantedBugs(t *testing.T) {
