@@ -81,7 +81,6 @@ func (c *callShim) CreateRefund(ctx context.Context, req domain.RefundRequest) d
 	res := c.client.CreateRefund(callCtx, req)
 	disarm()
 	c.w.tracef(c.p, "%s create %s key %s → %s %s", c.name, req.OperationID, req.IdempotencyKey, res.Outcome, res.ProviderReference)
-	c.w.observeResult(c.p, req, res)
 	if c.w.pause(c.p) {
 		c.w.tracef(c.p, "%s stops after the answer", c.name)
 		_, _ = c.w.s.gate(ctx, t, &park{label: "after answer " + string(req.IdempotencyKey), openable: true})

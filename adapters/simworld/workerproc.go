@@ -203,9 +203,6 @@ func (l *workerLedger) RecordUnattributed(ctx context.Context, ev domain.Present
 	wp.view.current = wp.task
 	err := wp.ledger.RecordUnattributed(ctx, ev, by)
 	wp.w.tracef(wp.p, "%s records unattributed evidence for %s (%s) → %s", wp.task, ev.MessageID, ev.Reason, errText(err))
-	if err == nil {
-		wp.w.obs.unattributed = append(wp.w.obs.unattributed, ev.MessageID)
-	}
 	return err
 }
 

@@ -280,7 +280,6 @@ type observations struct {
 	refusals      []seenRefusal
 	writeRefusals []seenWriteRefusal
 	forged        []forgedWrite
-	unattributed  []domain.MessageID
 	claims        int
 	claimed       []claimedExec
 }
@@ -335,8 +334,6 @@ func (w *World) observeWrite(p *process, op domain.OperationID, exec domain.Exec
 	}
 	w.obs.writeRefusals = append(w.obs.writeRefusals, seenWriteRefusal{op: op, exec: exec, command: command, reason: r.Reason})
 }
-
-func (w *World) observeResult(p *process, req domain.RefundRequest, res domain.RefundResult) {}
 
 func asRefusal(err error, r **domain.Refusal) bool { return errors.As(err, r) }
 
