@@ -90,6 +90,6 @@ go test -race -count=1 -timeout 15m ${GO_TEST_FLAGS:-} ./...
 if [ -z "${GO_TEST_FLAGS:-}" ]; then
   OPLEDGER_SIM_SCHEDULES=${OPLEDGER_SIM_SCHEDULES:-2000} \
     go test -count=1 -timeout 10m -run '^TestSweep$' -v ./adapters/simworld/ | grep -E '^(--- |ok|FAIL|PASS|panic| +sweep_test)'
-  go test -tags simbugs -count=1 -timeout 10m -run '^TestPlantedBugs$' ./adapters/simworld/
+  go test -tags simbugs -count=1 -timeout 10m -run '^(TestPlantedBugs|TestSimCommandReportsAViolation)$' ./adapters/simworld/ ./cmd/opledger/
   scripts/chaos.sh --short
 fi

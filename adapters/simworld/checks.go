@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"opledger/adapters/provider"
@@ -280,41 +279,11 @@ func (w *World) checkAudit(fv *finalView, fail func(string, string, ...any)) {
 		return
 	}
 	for _, v := range rep.Violations {
-		if known := knownAuditFinding(fv, v); known != "" && !w.opts.Strict {
-			w.known[known]++
-			w.tracef(nil, "known finding %s: %s %s@%d: %s", known, v.Invariant, v.Stream, v.Version, v.Message)
-			continue
-		}
 		fail(CheckAudit, "%s %s %s@%d (%s): %s", v.Invariant, v.Operation, v.Stream, v.Version, v.Event, v.Message)
 	}
 	if !rep.Complete {
 		fail(CheckAudit, "audit verify did not read the whole log")
 	}
-}
-
-// KnownMalformedEvidence names a finding on main the sweep reports apart
-// from violations: the evidence of a malformed delivery from which no
-// capability could be read (not JSON; no capability_id; an unknown field
-// read before it) is recorded without a capability, as the dispatcher
-// must, and audit verify's I7 demands one of every refusal. The audit's
-// rule, not the ledger, is at fault; docs/simulation.md gives a replay.
-const KnownMalformedEvidence = "audit-I7-malformed-evidence-without-capability"
-
-// knownAuditFinding classifies an audit violation that is a known finding.
-func knownAuditFinding(fv *finalView, v audit.Violation) string {
-	if v.Invariant != audit.I7RefusalRecorded.ID || v.Stream != domain.EvidenceStream || !strings.Contains(v.Message, "without its capability") {
-		return ""
-	}
-	for _, rec := range fv.events {
-		if rec.StreamID != v.Stream || rec.Version != v.Version {
-			continue
-		}
-		d, err := codec.DecodeRecorded(rec)
-		if ev, ok := d.Event.(domain.PresentationRejected); err == nil && ok && ev.Reason == domain.ReasonDeliveryMalformed && ev.CapabilityID == "" {
-			return KnownMalformedEvidence
-		}
-	}
-	return ""
 }
 
 // checkQuiet: at quiescence nothing is left open.

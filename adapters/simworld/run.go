@@ -32,9 +32,6 @@ type Result struct {
 	Faults     map[Fault]int
 	Injections int
 	Violations []Violation
-	// Known counts findings on main reported apart from violations (see
-	// KnownMalformedEvidence).
-	Known     map[string]int
 	TraceHash string
 	Timeline  []string
 }
@@ -86,7 +83,6 @@ func run(ctx context.Context, spec Spec, opts Options) (Result, error) {
 		Faults: w.injected, Injections: w.injections,
 	}
 	res.Violations = w.check(quiet)
-	res.Known = w.known
 	for _, v := range res.Violations {
 		w.tracef(nil, "VIOLATION %s: %s", v.Check, v.Detail)
 	}

@@ -52,9 +52,6 @@ type Summary struct {
 	// ViolationsByCheck counts the violations by check.
 	Violations        int            `json:"violations"`
 	ViolationsByCheck map[string]int `json:"violations_by_check,omitempty"`
-	// KnownFindings counts findings on main reported apart (see
-	// KnownMalformedEvidence).
-	KnownFindings map[string]int `json:"known_findings,omitempty"`
 	// SettleMax and SettleStepsMax are the longest settle phase (world's
 	// clock, steps) of any schedule that settled: how close the sweep came
 	// to the liveness bound (SettleBound, MaxSettleSteps).
@@ -141,7 +138,6 @@ func Sweep(ctx context.Context, o SweepOptions) (Summary, error) {
 	}
 	sum := Summary{
 		Seed: fmt.Sprintf("%d", o.Seed), FaultsInjected: map[Fault]int{}, ViolationsByCheck: map[string]int{}, Profiles: map[string]int{},
-		KnownFindings: map[string]int{},
 	}
 	h := sha256.New()
 	for i, r := range results {
@@ -157,9 +153,6 @@ func Sweep(ctx context.Context, o SweepOptions) (Summary, error) {
 		sum.Profiles[r.Profile]++
 		for f, n := range r.Faults {
 			sum.FaultsInjected[f] += n
-		}
-		for k, n := range r.Known {
-			sum.KnownFindings[k] += n
 		}
 		h.Write([]byte(r.TraceHash))
 		if r.OK() {

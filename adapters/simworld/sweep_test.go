@@ -51,7 +51,7 @@ func sweep(t *testing.T, schedules int) simworld.Summary {
 		Seed: seed, Schedules: schedules, Ops: 4, Faults: simworld.AllFaults, Shrink: true,
 	})
 	require.NoError(t, err)
-	t.Logf("%d schedules, %.1f/s, %d steps, faults %v, known findings %v", sum.Schedules, sum.SchedulesPerS, sum.Steps, sum.FaultsInjected, sum.KnownFindings)
+	t.Logf("%d schedules, %.1f/s, %d steps, faults %v", sum.Schedules, sum.SchedulesPerS, sum.Steps, sum.FaultsInjected)
 	if f := sum.First; f != nil {
 		var b strings.Builder
 		for _, l := range f.Result.Timeline {

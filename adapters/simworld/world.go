@@ -35,8 +35,6 @@ type Options struct {
 	Timeline bool
 	// Logger receives the roles' logs (default: discarded).
 	Logger *slog.Logger
-	// Strict counts known findings (KnownMalformedEvidence) as violations.
-	Strict bool
 }
 
 // World is one schedule's simulated world.
@@ -57,7 +55,6 @@ type World struct {
 	lines      []string
 	injections int
 	injected   map[Fault]int
-	known      map[string]int
 
 	inner     eventstore.Store
 	appends   int64
@@ -96,7 +93,7 @@ func newWorld(ctx context.Context, spec Spec, opts Options, store eventstore.Sto
 	w := &World{
 		spec: spec, opts: opts, ctx: ctx,
 		clock: clock.NewManual(Start), rng: newRNG(spec.Seed), log: opts.Logger,
-		trace: sha256.New(), injected: map[Fault]int{}, known: map[string]int{}, inner: store, keys: map[string]bool{}, sentFor: map[int64]domain.ExecutionID{},
+		trace: sha256.New(), injected: map[Fault]int{}, inner: store, keys: map[string]bool{}, sentFor: map[int64]domain.ExecutionID{},
 		restartAt: map[*workerProc]time.Time{}, setAside: &setaside.Memory{}, checkpointsSaved: map[string]string{},
 	}
 	if w.log == nil {

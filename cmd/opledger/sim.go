@@ -33,14 +33,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	plantText := fs.String("plant", "", "plant a known bug for the sweep (a binary built with -tags simbugs only): "+bugNames())
 	parallel := fs.Int("parallel", 0, "schedules at once (0: one per CPU)")
 	noShrink := fs.Bool("no-shrink", false, "report the first violation as found, without shrinking it")
-	strict := fs.Bool("strict", false, "count known findings on main (docs/simulation.md) as violations")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return fail(stderr, "sim", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	opts := simworld.Options{Strict: *strict}
+	var opts simworld.Options
 	storeFlag := ""
 	switch *store {
 	case "memory":
@@ -119,7 +118,7 @@ func simReplay(ctx context.Context, text string, timeline bool, opts simworld.Op
 	out := map[string]any{
 		"spec": spec.String(), "profile": res.Profile, "workers": res.Workers, "steps": res.Steps,
 		"settle_steps": res.SettleSteps, "virtual": res.Virtual.String(), "faults_injected": res.Faults,
-		"violations": res.Violations, "known_findings": res.Known, "trace_hash": res.TraceHash,
+		"violations": res.Violations, "trace_hash": res.TraceHash,
 	}
 	if err := json.NewEncoder(stdout).Encode(out); err != nil {
 		return fail(stderr, "sim", err)

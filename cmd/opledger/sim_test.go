@@ -38,13 +38,9 @@ func TestSimCommand(t *testing.T) {
 	require.Equal(t, 0, code, errs.String())
 	require.Contains(t, out.String(), "hostile message on the topic")
 	require.Contains(t, out.String(), `"trace_hash"`)
-	// --strict: the known finding is a violation, with the replay line.
-	out.Reset()
-	errs.Reset()
-	code = run(t.Context(), []string{"sim", "--strict", "--replay", "s1.0000000000000004.o1.n40.f200000"}, &out, &errs)
-	require.Equal(t, 1, code)
-	require.Contains(t, out.String(), "VIOLATION audit-verify: I7")
-	require.Contains(t, errs.String(), "replay: opledger sim --replay s1.0000000000000004.o1.n40.f200000")
+	// A malformed delivery's evidence, which names no capability, is clean
+	// in audit verify (it was a finding of the simulator's: I7 demanded one).
+	require.NotContains(t, out.String(), "VIOLATION")
 }
 
 func TestSimCommandRefusesBadInput(t *testing.T) {

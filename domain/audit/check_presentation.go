@@ -40,10 +40,13 @@ func (v *verifier) presentationRejected(ev domain.PresentationRejected) {
 	st.presented.add(m)
 }
 
-// refusalFields checks what every recorded refusal carries (I7).
+// refusalFields checks what every recorded refusal carries (I7). The one
+// refusal that may lack a capability is a malformed delivery from which none
+// could be read (not JSON, no capability_id, a member refused before it):
+// its evidence carries what could be read, and the message id.
 func (v *verifier) refusalFields(ev domain.PresentationRejected) {
 	var missing []string
-	if ev.CapabilityID == "" {
+	if ev.CapabilityID == "" && ev.Reason != domain.ReasonDeliveryMalformed {
 		missing = append(missing, "capability")
 	}
 	if ev.MessageID == "" {

@@ -264,6 +264,20 @@ func TestVerifyChecksTheEvidenceStream(t *testing.T) {
 	})
 }
 
+// TestVerifyAcceptsMalformedDeliveryWithoutCapability: the evidence of a
+// delivery from which no capability could be read (not JSON, no
+// capability_id) carries the message and its reason, and no capability —
+// as the dispatcher must record it. The simulator found I7 demanding one.
+func TestVerifyAcceptsMalformedDeliveryWithoutCapability(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, store eventstore.Store) {
+		h := &history{t: t, store: store, stream: domain.EvidenceStream}
+		h.by("worker-x", "MSG-X", domain.PresentationRejected{Status: domain.StatusInvalid, Reason: domain.ReasonDeliveryMalformed,
+			MessageID: "MSG-X", Detail: "not JSON", RejectedAt: t0})
+		rep := verify(t, store, 1, audit.VerifyOptions{})
+		require.Empty(t, invariantIDs(rep))
+	})
+}
+
 // hidingStore is a store whose global log loses the events hide picks: a
 // reader that skipped them.
 type hidingStore struct {
