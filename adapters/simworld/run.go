@@ -32,8 +32,8 @@ type Result struct {
 	Faults     map[Fault]int
 	Injections int
 	Violations []Violation
-	TraceHash string
-	Timeline  []string
+	TraceHash  string
+	Timeline   []string
 }
 
 // OK reports whether the schedule found nothing.
