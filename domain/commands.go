@@ -18,30 +18,42 @@ const (
 	MaxProviderReferenceLength = 2 * MaxIDLength
 )
 
-// RequestOperation opens a new operation.
+// RequestOperation opens a new operation of a kind ("" is a refund).
 type RequestOperation struct {
-	OperationID     OperationID
+	OperationID OperationID
+	Kind        OperationKind
+	// A refund's: the order, the amount and currency, the order's total.
 	OrderID         string
 	AmountMinor     int64
 	Currency        string
 	OrderTotalMinor int64 // 0: not known yet; a decision must then supply it
-	CorrelationID   CorrelationID
-	RequestedBy     string
-	RequestKey      string // the API caller's Idempotency-Key, if any
-	RequestHash     string // a hash of the API request body, if any
+	// An export download's: the generated export to deliver.
+	ExportID      string
+	CorrelationID CorrelationID
+	RequestedBy   string
+	RequestKey    string // the API caller's Idempotency-Key, if any
+	RequestHash   string // a hash of the API request body, if any
 }
 
-// Decide evaluates the refund policy for the operation's next attempt.
+// Decide evaluates the policy of the operation's kind for its next attempt.
 type Decide struct {
-	DecisionID         DecisionID
-	Approver           string
+	DecisionID DecisionID
+	Approver   string
+	// ApprovalLimitMinor and Facts are a refund's; ExportFacts an export
+	// download's. The facts of another kind must be zero.
 	ApprovalLimitMinor int64
 	Facts              Facts
-	KeyPolicy          KeyPolicy // "" means KeyPerAttempt
+	ExportFacts        ExportFacts
+	// Uses is how many uses the decision authorizes: 0 or 1 for a refund
+	// (single use); 1 to the kind's MaxUses, required, for a kind of bounded
+	// use.
+	Uses      int
+	KeyPolicy KeyPolicy // "" means KeyPerAttempt
 }
 
-// IssueCapability issues single-use authority under the latest Allowed
-// decision. DecisionID, when set, must name that decision.
+// IssueCapability issues authority, of as many uses as the decision
+// authorized, under the latest Allowed decision. DecisionID, when set, must
+// name that decision.
 type IssueCapability struct {
 	CapabilityID CapabilityID
 	DecisionID   DecisionID

@@ -2,12 +2,15 @@ package domain
 
 import "time"
 
-// IssueCapability issues single-use authority bound to this operation, the
-// latest decision and its attempt. The latest decision must be Allowed, and
+// IssueCapability issues authority bound to this operation, the latest
+// decision and its attempt, of as many uses as the decision authorized (one
+// for a refund). The latest decision must be Allowed; for a single-use kind
 // its attempt must not have ended NotApplied already (a new attempt needs a
-// new decision). Issuing while an execution is Executing or Unknown is
-// permitted, and useless: the operation barrier refuses such a capability at
-// claim time without spending it.
+// new decision); for a kind of bounded use the decision must not have a
+// capability yet (one per decision, or its uses would be authorized twice).
+// Issuing while an execution is Executing or Unknown is permitted, and
+// useless: the operation barrier refuses such a capability at claim time
+// without spending it.
 func (o *Operation) IssueCapability(cmd IssueCapability, now time.Time) ([]Event, error) {
 	if !o.Exists() {
 		return nil, refuse(ReasonOperationUnknown, "no such operation")
@@ -23,20 +26,32 @@ func (o *Operation) IssueCapability(cmd IssueCapability, now time.Time) ([]Event
 	if cmd.DecisionID != "" && cmd.DecisionID != d.ID {
 		return nil, refuse(ReasonDecisionNotAllowed, "decision %s is not the latest (%s)", cmd.DecisionID, d.ID)
 	}
-	if b := o.blockingExecution(); b != nil && b.State == ExecCompleted {
-		return nil, refuse(ReasonOperationCompleted, "execution %s completed", b.ID)
+	if o.Policy.Repeats {
+		if c := o.LatestCapability(); c != nil {
+			return nil, refuse(ReasonDecisionNotAllowed, "decision %s already issued capability %s of %d uses: one capability per decision, a new one needs a new decision", d.ID, c.ID, c.Uses)
+		}
+	} else {
+		if b := o.blockingExecution(); b != nil && b.State == ExecCompleted {
+			return nil, refuse(ReasonOperationCompleted, "execution %s completed", b.ID)
+		}
+		if cur := o.CurrentExecution(); cur != nil && cur.Attempt >= d.Attempt && cur.State == ExecNotApplied {
+			return nil, refuse(ReasonDecisionNotAllowed, "attempt %d ended NotApplied; a new attempt needs a new decision", d.Attempt)
+		}
 	}
-	if cur := o.CurrentExecution(); cur != nil && cur.Attempt >= d.Attempt && cur.State == ExecNotApplied {
-		return nil, refuse(ReasonDecisionNotAllowed, "attempt %d ended NotApplied; a new attempt needs a new decision", d.Attempt)
-	}
-	return []Event{CapabilityIssued{
-		CapabilityID: cmd.CapabilityID, DecisionID: d.ID, Attempt: d.Attempt,
-		IssuedAt: now, ExpiresAt: now.Add(ttl),
-	}}, nil
+	return []Event{o.issued(cmd.CapabilityID, d.ID, d.Attempt, d.Uses, now, ttl)}, nil
 }
 
-// RevokeCapability withdraws an Issued capability. Spent authority cannot be
-// revoked (it is already unusable) and revoked authority stays revoked.
+// issued is the CapabilityIssued event of a capability of uses uses.
+func (o *Operation) issued(id CapabilityID, decision DecisionID, attempt, uses int, now time.Time, ttl time.Duration) CapabilityIssued {
+	return CapabilityIssued{
+		CapabilityID: id, DecisionID: decision, Kind: o.Kind, Attempt: attempt, Uses: uses,
+		IssuedAt: now, ExpiresAt: now.Add(ttl),
+	}
+}
+
+// RevokeCapability withdraws an Issued capability: every use it has left.
+// Spent authority cannot be revoked (it is already unusable) and revoked
+// authority stays revoked.
 func (o *Operation) RevokeCapability(cmd RevokeCapability, now time.Time) ([]Event, error) {
 	if !o.Exists() {
 		return nil, refuse(ReasonOperationUnknown, "no such operation")
@@ -76,10 +91,7 @@ func (o *Operation) DecideAndIssue(d Decide, c IssueCapability, now time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	return append(events, CapabilityIssued{
-		CapabilityID: c.CapabilityID, DecisionID: dec.DecisionID, Attempt: dec.Attempt,
-		IssuedAt: now, ExpiresAt: now.Add(ttl),
-	}), nil
+	return append(events, o.issued(c.CapabilityID, dec.DecisionID, dec.Attempt, dec.Uses, now, ttl)), nil
 }
 
 // validateIssue checks an issue command's id and lifetime and returns the

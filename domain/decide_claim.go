@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"fmt"
 	"time"
 
 	"opledger/domain/simbug"
@@ -18,7 +19,11 @@ type ClaimResult struct {
 	ExecutionID    ExecutionID
 	ExecutionState ExecutionState
 	Claimed        *Claimed // set when Status is StatusClaimed
-	Events         []Event
+	// Use is the use the claim consumed (Claimed), and UsesLeft how many
+	// uses its capability has left after it.
+	Use      int
+	UsesLeft int
+	Events   []Event
 }
 
 // Claim decides a presentation of authority, checking in this order, and
@@ -27,16 +32,24 @@ type ClaimResult struct {
 //
 //  1. the message id was already seen on this operation: DuplicateDelivery
 //     (reports the current execution's state; never changes it);
-//  2. the capability is consumed: AlreadyConsumed, even if it has expired
-//     since, and replay suspected (the message is new to this operation);
+//  2. the capability is consumed (every one of its uses claimed):
+//     AlreadyConsumed, even if it has expired since, and replay suspected
+//     (the message is new to this operation): for a capability of N uses,
+//     the (N+1)-th presentation;
 //  3. unknown, bound to another operation or attempt, revoked, expired or
 //     superseded by a later decision: Invalid, Revoked or Expired;
-//  4. an execution of this operation is Executing, Unknown, Escalated or
-//     Completed: OperationNotExecutable, and the capability is not spent;
-//     a capability of an attempt that already ended NotApplied is Invalid;
-//  5. otherwise the capability is consumed and an execution opened under a
-//     lease (epoch 1, owner, expiry, the digest of its holder's secret):
-//     Claimed.
+//  4. an execution of this operation blocks a new one under the kind's
+//     effect policy: OperationNotExecutable, and neither the capability nor
+//     a use of it is spent. For a single-use kind that is an execution
+//     Executing, Unknown, Escalated or Completed, and a capability of an
+//     attempt that already ended NotApplied is Invalid; for a kind of
+//     bounded use an execution Executing, Unknown or Escalated (at most one
+//     open at a time; Unknown blocks the next use until reconciled);
+//  5. otherwise one use of the capability is consumed (its next, from 1; the
+//     last one consumes the capability) and an execution opened under a
+//     lease (epoch 1, owner, expiry, the digest of its holder's secret),
+//     with the use's own provider key, derived from the operation, the
+//     attempt and the use: Claimed.
 //
 // The command must be well formed (a *Refusal with command.invalid
 // otherwise, and nothing to record). o must exist: presentations to an
@@ -78,8 +91,11 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 	c := o.Capabilities[cmd.CapabilityID]
 	// 2. spent authority
 	if c != nil && c.State == CapConsumed && !simbug.On(simbug.ResetConsumedCapability) {
-		return reject(StatusAlreadyConsumed, ReasonCapabilityAlreadyConsumed, true, o.Execution(c.Execution),
-			"consumed by message "+string(c.ConsumedBy)), nil
+		detail := "consumed by message " + string(c.ConsumedBy)
+		if o.Policy.Repeats {
+			detail = fmt.Sprintf("all %d uses consumed, the last by message %s", c.Uses, c.ConsumedBy)
+		}
+		return reject(StatusAlreadyConsumed, ReasonCapabilityAlreadyConsumed, true, o.Execution(c.Execution), detail), nil
 	}
 	// 3. static validity
 	switch {
@@ -97,11 +113,12 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 	if d, _ := o.LatestDecision(); d.ID != c.DecisionID {
 		return reject(StatusInvalid, ReasonCapabilitySuperseded, false, nil, "decision "+string(c.DecisionID)+" was superseded by "+string(d.ID)), nil
 	}
-	// 4. the operation barrier: at most one consequential execution
+	// 4. the operation barrier: at most one consequential execution (a
+	// single-use kind), at most one open execution (bounded use)
 	if b := o.blockingExecution(); b != nil && !simbug.On(simbug.SkipOperationBarrier) {
 		return reject(StatusOperationNotExecutable, blockingReason(b.State), false, b, "execution "+string(b.ID)+" is "+string(b.State)), nil
 	}
-	if cur != nil && cur.Attempt >= c.Attempt && !simbug.On(simbug.SkipOperationBarrier) {
+	if !o.Policy.Repeats && cur != nil && cur.Attempt >= c.Attempt && !simbug.On(simbug.SkipOperationBarrier) {
 		return reject(StatusInvalid, ReasonCapabilityWrongAttempt, false, nil, "attempt already ended NotApplied; a new attempt needs a new decision"), nil
 	}
 	// 5. consume and open the execution
@@ -113,14 +130,15 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 	if lease == 0 {
 		lease = DefaultLeaseDuration
 	}
+	use := c.Claims + 1
 	claimed := Claimed{
-		ExecutionID: cmd.ExecutionID, CapabilityID: c.ID, MessageID: cmd.MessageID, WorkerID: cmd.WorkerID,
-		Attempt: c.Attempt, LeaseEpoch: 1, LeaseExpiresAt: now.Add(lease), IdempotencyKey: d.IdempotencyKey,
-		ClaimedAt: now, LeaseSecretDigest: cmd.LeaseSecretDigest,
+		ExecutionID: cmd.ExecutionID, CapabilityID: c.ID, Kind: o.Kind, MessageID: cmd.MessageID, WorkerID: cmd.WorkerID,
+		Attempt: c.Attempt, Use: use, LeaseEpoch: 1, LeaseExpiresAt: now.Add(lease),
+		IdempotencyKey: o.Policy.UseKey(d.IdempotencyKey, use), ClaimedAt: now, LeaseSecretDigest: cmd.LeaseSecretDigest,
 	}
 	return ClaimResult{
 		Status: StatusClaimed, ExecutionID: cmd.ExecutionID, ExecutionState: ExecExecuting,
-		Claimed: &claimed, Events: []Event{claimed},
+		Claimed: &claimed, Use: use, UsesLeft: c.Uses - use, Events: []Event{claimed},
 	}, nil
 }
 

@@ -2,13 +2,11 @@ package domain
 
 import "time"
 
-// PolicyVersion names the refund policy this build evaluates. A decision
-// records it so an auditor knows which rules produced the verdict.
-const PolicyVersion = "refund-policy/v1"
-
 // Request decides RequestOperation. Every text the command carries is
 // checked before anything is recorded, and a refusal names the field at
-// fault (the API's names: order_id, amount_minor, ...).
+// fault (the API's names: kind, order_id, amount_minor, export_id, ...): a
+// refund names its order, amount and currency and no export; an export
+// download names its export and none of a refund's fields.
 func (o *Operation) Request(cmd RequestOperation, now time.Time) ([]Event, error) {
 	if o.Exists() {
 		return nil, refuse(ReasonOperationExists, "operation %s already exists", o.ID)
@@ -19,11 +17,12 @@ func (o *Operation) Request(cmd RequestOperation, now time.Time) ([]Event, error
 	if _, err := ParseCorrelationID(string(cmd.CorrelationID)); err != nil {
 		return nil, refuseID("correlation_id", err)
 	}
-	if err := validateOrder(cmd.OrderID, cmd.AmountMinor, cmd.Currency); err != nil {
-		return nil, err
+	p, ok := PolicyOf(cmd.Kind)
+	if !ok {
+		return nil, refuseField("kind", "kind %q is not one of %v", clip(string(cmd.Kind)), Kinds())
 	}
-	if cmd.OrderTotalMinor < 0 {
-		return nil, refuseField("order_total_minor", "order_total_minor must not be negative")
+	if err := validateSubject(p.Kind, cmd); err != nil {
+		return nil, err
 	}
 	if r := checkText("request_key", cmd.RequestKey, MaxRequestKeyLength, false); r != nil {
 		return nil, r
@@ -35,7 +34,7 @@ func (o *Operation) Request(cmd RequestOperation, now time.Time) ([]Event, error
 		return nil, r
 	}
 	return []Event{OperationRequested{
-		OperationID: cmd.OperationID, OrderID: cmd.OrderID, AmountMinor: cmd.AmountMinor,
+		OperationID: cmd.OperationID, Kind: p.Kind, ExportID: cmd.ExportID, OrderID: cmd.OrderID, AmountMinor: cmd.AmountMinor,
 		Currency: cmd.Currency, OrderTotalMinor: cmd.OrderTotalMinor, CorrelationID: cmd.CorrelationID,
 		RequestedBy: cmd.RequestedBy, RequestedAt: now, RequestKey: cmd.RequestKey, RequestHash: cmd.RequestHash,
 	}}, nil
@@ -47,6 +46,34 @@ const (
 	MaxRequestKeyLength  = 255
 	MaxRequestHashLength = 128
 )
+
+// validateSubject checks what the operation is about, by kind.
+func validateSubject(kind OperationKind, cmd RequestOperation) error {
+	if kind == KindExportDownload {
+		if err := checkChars("export id", cmd.ExportID, true); err != nil {
+			return refuseID("export_id", err)
+		}
+		for _, f := range []struct {
+			field string
+			set   bool
+		}{{"order_id", cmd.OrderID != ""}, {"amount_minor", cmd.AmountMinor != 0}, {"currency", cmd.Currency != ""}, {"order_total_minor", cmd.OrderTotalMinor != 0}} {
+			if f.set {
+				return refuseField(f.field, "%s is a refund's; an %s operation names its export_id only", f.field, kind)
+			}
+		}
+		return nil
+	}
+	if cmd.ExportID != "" {
+		return refuseField("export_id", "export_id is an %s's; a %s names its order, amount and currency", KindExportDownload, kind)
+	}
+	if err := validateOrder(cmd.OrderID, cmd.AmountMinor, cmd.Currency); err != nil {
+		return err
+	}
+	if cmd.OrderTotalMinor < 0 {
+		return refuseField("order_total_minor", "order_total_minor must not be negative")
+	}
+	return nil
+}
 
 func validateOrder(orderID string, amount int64, currency string) error {
 	if err := checkChars("order id", orderID, true); err != nil {
@@ -61,13 +88,18 @@ func validateOrder(orderID string, amount int64, currency string) error {
 	return nil
 }
 
-// Decide evaluates the refund policy (PolicyVersion) for the next attempt.
+// Decide evaluates the policy of the operation's kind (PolicyVersion,
+// ExportPolicyVersion) for the next attempt.
 //
-// It is refused while an execution blocks a new one (the outcome must be
-// known first) and after completion. Otherwise it returns one Decided event,
-// Allowed or Denied with every reason that applies. The attempt is 1 before
-// any execution and n+1 after attempt n ended NotApplied; the attempt's
-// provider key follows the key policy and is recorded in the decision.
+// It is refused while an execution blocks a new one under the kind's
+// effect policy (the outcome must be known first), and, for a single-use
+// kind, after completion. Otherwise it returns one Decided event, Allowed or
+// Denied with every reason that applies, and the uses it authorizes. The
+// attempt is 1 before any execution and n+1 after an execution of attempt
+// n; the attempt's provider key follows the key policy and is recorded in
+// the decision (each use's key derives from it). A kind of bounded use
+// takes per-attempt keys only: under reused keys a later attempt's use
+// would share an earlier attempt's key.
 func (o *Operation) Decide(cmd Decide, now time.Time) ([]Event, error) {
 	if !o.Exists() {
 		return nil, refuse(ReasonOperationUnknown, "no such operation")
@@ -78,39 +110,91 @@ func (o *Operation) Decide(cmd Decide, now time.Time) ([]Event, error) {
 	if err := checkText("approver", cmd.Approver, MaxIDLength, true); err != nil {
 		return nil, err
 	}
-	switch {
-	case cmd.ApprovalLimitMinor < 0:
-		return nil, refuseField("approval_limit_minor", "approval_limit_minor must not be negative")
-	case cmd.Facts.RefundedMinor < 0:
-		return nil, refuseField("facts.refunded_minor", "facts.refunded_minor must not be negative")
-	case cmd.Facts.OrderTotalMinor < 0:
-		return nil, refuseField("facts.order_total_minor", "facts.order_total_minor must not be negative")
+	uses, err := o.validateDecide(cmd)
+	if err != nil {
+		return nil, err
 	}
 	policy := cmd.KeyPolicy
 	if policy == "" {
 		policy = KeyPerAttempt
 	}
-	if policy != KeyPerAttempt && policy != KeyReuseFirst {
-		return nil, refuseField("key_policy", "unknown key policy %q", policy)
+	switch {
+	case policy != KeyPerAttempt && policy != KeyReuseFirst:
+		return nil, refuseField("key_policy", "unknown key policy %q", clip(string(policy)))
+	case o.Policy.Repeats && policy != KeyPerAttempt:
+		return nil, refuseField("key_policy", "an %s decision takes %s keys: under reused keys a later attempt's use would share an earlier one's key", o.Kind, KeyPerAttempt)
 	}
 	if err := o.blockingRefusal(); err != nil {
 		return nil, err
 	}
 	attempt := o.NextAttempt()
-	key := IdempotencyKeyFor(o.ID, attempt)
+	key := o.Policy.AttemptKey(o.ID, attempt)
 	if policy == KeyReuseFirst {
-		key = IdempotencyKeyFor(o.ID, 1)
+		key = o.Policy.AttemptKey(o.ID, 1)
 	}
-	reasons := o.policyReasons(cmd)
-	verdict := Allowed
+	var reasons []string
+	ev := Decided{
+		DecisionID: cmd.DecisionID, Kind: o.Kind, Approver: cmd.Approver, PolicyVersion: o.Policy.PolicyVersion,
+		Attempt: attempt, Uses: uses, KeyPolicy: policy, IdempotencyKey: key, DecidedAt: now,
+	}
+	if o.Kind == KindExportDownload {
+		facts := cmd.ExportFacts
+		ev.ExportFacts = &facts
+		reasons = exportPolicyReasons(facts)
+	} else {
+		ev.Facts, ev.ApprovalLimit = cmd.Facts, cmd.ApprovalLimitMinor
+		reasons = o.policyReasons(cmd)
+	}
+	ev.Verdict, ev.Reasons = Allowed, reasons
 	if len(reasons) > 0 {
-		verdict = Denied
+		ev.Verdict = Denied
 	}
-	return []Event{Decided{
-		DecisionID: cmd.DecisionID, Verdict: verdict, Reasons: reasons, Facts: cmd.Facts,
-		Approver: cmd.Approver, ApprovalLimit: cmd.ApprovalLimitMinor, PolicyVersion: PolicyVersion,
-		Attempt: attempt, KeyPolicy: policy, IdempotencyKey: key, DecidedAt: now,
-	}}, nil
+	return []Event{ev}, nil
+}
+
+// validateDecide checks the facts of the operation's kind (those of another
+// kind must be zero) and returns the uses the decision authorizes.
+func (o *Operation) validateDecide(cmd Decide) (int, error) {
+	if o.Kind == KindExportDownload {
+		switch {
+		case cmd.ApprovalLimitMinor != 0:
+			return 0, refuseField("approval_limit_minor", "approval_limit_minor is a refund's; an %s decision has none", o.Kind)
+		case cmd.Facts != Facts{}:
+			return 0, refuseField("facts", "an %s decision states the export's facts (export_ready), not a refund's", o.Kind)
+		}
+	} else {
+		switch {
+		case cmd.ExportFacts != ExportFacts{}:
+			return 0, refuseField("facts.export_ready", "facts.export_ready is an %s's; a %s decision states the order's facts", KindExportDownload, o.Kind)
+		case cmd.ApprovalLimitMinor < 0:
+			return 0, refuseField("approval_limit_minor", "approval_limit_minor must not be negative")
+		case cmd.Facts.RefundedMinor < 0:
+			return 0, refuseField("facts.refunded_minor", "facts.refunded_minor must not be negative")
+		case cmd.Facts.OrderTotalMinor < 0:
+			return 0, refuseField("facts.order_total_minor", "facts.order_total_minor must not be negative")
+		}
+	}
+	switch maxUses := o.Policy.MaxUses; {
+	case cmd.Uses == 0 && !o.Policy.Repeats:
+		return 1, nil
+	case cmd.Uses == 0:
+		return 0, refuseField("uses", "uses is required: how many times the %s may take place under this decision, 1 to %d", o.Kind, maxUses)
+	case cmd.Uses < 1 || cmd.Uses > maxUses:
+		if maxUses == 1 {
+			return 0, refuseField("uses", "a %s is single use: uses must be 1, got %d", o.Kind, cmd.Uses)
+		}
+		return 0, refuseField("uses", "uses must be 1 to %d for an %s, got %d", maxUses, o.Kind, cmd.Uses)
+	}
+	return cmd.Uses, nil
+}
+
+// exportPolicyReasons lists every rule of the export policy the facts
+// break.
+func exportPolicyReasons(f ExportFacts) []string {
+	if !f.ExportReady {
+		return []string{string(ReasonPolicyExportNotReady)}
+	}
+	return nil
 }
 
 // policyReasons lists every rule of the policy the facts break.
@@ -139,7 +223,8 @@ func (o *Operation) policyReasons(cmd Decide) []string {
 }
 
 // blockingRefusal refuses anything that would start new work while an
-// execution blocks it, or after the operation completed.
+// execution blocks it, or, for a single-use kind, after the operation
+// completed.
 func (o *Operation) blockingRefusal() *Refusal {
 	b := o.blockingExecution()
 	if b == nil {
@@ -148,8 +233,12 @@ func (o *Operation) blockingRefusal() *Refusal {
 	return refuse(blockingReason(b.State), "execution %s is %s", b.ID, b.State)
 }
 
-// blockingExecution prefers a Completed execution, then any other blocker.
+// blockingExecution prefers a Completed execution, then any other blocker;
+// for a kind of bounded use, only an open execution blocks.
 func (o *Operation) blockingExecution() *Execution {
+	if o.Policy.Repeats {
+		return o.Blocking()
+	}
 	for _, e := range o.Executions {
 		if e.State == ExecCompleted {
 			return e

@@ -32,16 +32,24 @@ const (
 	TypeWriteRefused         = "WriteRefused"
 )
 
-// OperationRequested opens an operation's stream.
+// OperationRequested opens an operation's stream. Its kind says what the
+// effect is (a refund: order, amount and currency; an export download: the
+// export). Version 2 (kind required); a refund is written as version 1,
+// which has no kind, byte for byte what builds before kinds wrote (see
+// domain/codec, history_requested.go).
 type OperationRequested struct {
-	OperationID     OperationID   `json:"operation_id"`
-	OrderID         string        `json:"order_id"`
-	AmountMinor     int64         `json:"amount_minor"`
-	Currency        string        `json:"currency"`
-	OrderTotalMinor int64         `json:"order_total_minor,omitempty"`
-	CorrelationID   CorrelationID `json:"correlation_id"`
-	RequestedBy     string        `json:"requested_by,omitempty"`
-	RequestedAt     time.Time     `json:"requested_at"`
+	OperationID OperationID   `json:"operation_id"`
+	Kind        OperationKind `json:"kind"`
+	// OrderID, AmountMinor, Currency and OrderTotalMinor are a refund's.
+	OrderID         string `json:"order_id,omitempty"`
+	AmountMinor     int64  `json:"amount_minor,omitempty"`
+	Currency        string `json:"currency,omitempty"`
+	OrderTotalMinor int64  `json:"order_total_minor,omitempty"`
+	// ExportID is an export download's: the generated export to deliver.
+	ExportID      string        `json:"export_id,omitempty"`
+	CorrelationID CorrelationID `json:"correlation_id"`
+	RequestedBy   string        `json:"requested_by,omitempty"`
+	RequestedAt   time.Time     `json:"requested_at"`
 	// RequestKey and RequestHash are the caller's Idempotency-Key and a hash
 	// of its request body, when the operation was requested over the API: a
 	// repeat with the same key is answered from them.
@@ -57,8 +65,8 @@ const (
 	Denied  Verdict = "Denied"
 )
 
-// Facts are what the caller asserts about the order at decision time. The
-// policy decides on them; the decision records them.
+// Facts are what the caller asserts about the order at decision time (a
+// refund's facts). The policy decides on them; the decision records them.
 type Facts struct {
 	OrderRefundable bool  `json:"order_refundable"`
 	ChargebackOpen  bool  `json:"chargeback_open"`
@@ -82,29 +90,51 @@ const (
 	KeyReuseFirst KeyPolicy = "reuse-first"
 )
 
-// Decided records one policy evaluation for an attempt.
+// ExportFacts are what the caller asserts about an export at decision time
+// (an export download's facts).
+type ExportFacts struct {
+	// ExportReady: the export has been generated and may be delivered.
+	ExportReady bool `json:"export_ready"`
+}
+
+// Decided records one policy evaluation for an attempt: its kind, the facts
+// of that kind, and the uses it authorizes. Version 2 (kind and uses
+// required); a refund's is written as version 1, which has neither (one
+// use), byte for byte what builds before kinds wrote.
 type Decided struct {
-	DecisionID     DecisionID     `json:"decision_id"`
-	Verdict        Verdict        `json:"verdict"`
-	Reasons        []string       `json:"reasons,omitempty"`
-	Facts          Facts          `json:"facts"`
-	Approver       string         `json:"approver"`
-	ApprovalLimit  int64          `json:"approval_limit_minor"`
-	PolicyVersion  string         `json:"policy_version"`
-	Attempt        int            `json:"attempt"`
-	KeyPolicy      KeyPolicy      `json:"key_policy"`
+	DecisionID DecisionID    `json:"decision_id"`
+	Kind       OperationKind `json:"kind"`
+	Verdict    Verdict       `json:"verdict"`
+	Reasons    []string      `json:"reasons,omitempty"`
+	// Facts are a refund's facts; ExportFacts an export download's.
+	Facts         Facts        `json:"facts,omitzero"`
+	ExportFacts   *ExportFacts `json:"export_facts,omitempty"`
+	Approver      string       `json:"approver"`
+	ApprovalLimit int64        `json:"approval_limit_minor,omitempty"`
+	PolicyVersion string       `json:"policy_version"`
+	Attempt       int          `json:"attempt"`
+	// Uses is how many uses the decision authorizes: 1 for a refund, 1 to
+	// MaxUses of its kind for a kind of bounded use.
+	Uses      int       `json:"uses"`
+	KeyPolicy KeyPolicy `json:"key_policy"`
+	// IdempotencyKey is the attempt's provider key; each use's key derives
+	// from it (EffectPolicy.UseKey).
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 	DecidedAt      time.Time      `json:"decided_at"`
 }
 
-// CapabilityIssued records single-use authority bound to one operation, one
-// decision and one attempt.
+// CapabilityIssued records authority of Uses uses bound to one operation,
+// one decision and one attempt. Version 2 (kind and uses required, the use
+// count must never be read past); a refund's single-use capability is
+// written as version 1, byte for byte what builds before kinds wrote.
 type CapabilityIssued struct {
-	CapabilityID CapabilityID `json:"capability_id"`
-	DecisionID   DecisionID   `json:"decision_id"`
-	Attempt      int          `json:"attempt"`
-	IssuedAt     time.Time    `json:"issued_at"`
-	ExpiresAt    time.Time    `json:"expires_at"`
+	CapabilityID CapabilityID  `json:"capability_id"`
+	DecisionID   DecisionID    `json:"decision_id"`
+	Kind         OperationKind `json:"kind"`
+	Attempt      int           `json:"attempt"`
+	Uses         int           `json:"uses"`
+	IssuedAt     time.Time     `json:"issued_at"`
+	ExpiresAt    time.Time     `json:"expires_at"`
 }
 
 // CapabilityRevoked withdraws unused authority.
@@ -115,13 +145,18 @@ type CapabilityRevoked struct {
 	RevokedAt    time.Time    `json:"revoked_at"`
 }
 
-// Claimed consumes a capability and opens an execution under a lease.
+// Claimed consumes one use of a capability and opens an execution under a
+// lease. Version 2 (kind and use required); a refund's claim is written as
+// version 1 (its one use), byte for byte what builds before kinds wrote.
 type Claimed struct {
-	ExecutionID    ExecutionID    `json:"execution_id"`
-	CapabilityID   CapabilityID   `json:"capability_id"`
-	MessageID      MessageID      `json:"message_id"`
-	WorkerID       string         `json:"worker_id"`
-	Attempt        int            `json:"attempt"`
+	ExecutionID  ExecutionID   `json:"execution_id"`
+	CapabilityID CapabilityID  `json:"capability_id"`
+	Kind         OperationKind `json:"kind"`
+	MessageID    MessageID     `json:"message_id"`
+	WorkerID     string        `json:"worker_id"`
+	Attempt      int           `json:"attempt"`
+	// Use is which use of the capability the claim consumed, from 1.
+	Use            int            `json:"use"`
 	LeaseEpoch     int64          `json:"lease_epoch"`
 	LeaseExpiresAt time.Time      `json:"lease_expires_at"`
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`

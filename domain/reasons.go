@@ -16,7 +16,8 @@ const (
 	StatusRevoked         ClaimStatus = "Revoked"
 	StatusInvalid         ClaimStatus = "Invalid"
 	// OperationNotExecutable: an execution of the operation is Executing,
-	// Unknown, Escalated or Completed; the capability was not spent.
+	// Unknown, Escalated or (for a single-use kind) Completed; the
+	// capability, or the use, was not spent.
 	StatusOperationNotExecutable ClaimStatus = "OperationNotExecutable"
 )
 
@@ -52,6 +53,7 @@ const (
 	ReasonPolicyChargebackOpen       Reason = "policy.chargeback-open"
 	ReasonPolicyExceedsOrderTotal    Reason = "policy.exceeds-order-total"
 	ReasonPolicyOrderTotalMissing    Reason = "policy.order-total-missing"
+	ReasonPolicyExportNotReady       Reason = "policy.export-not-ready"
 	ReasonCapabilityAlreadyRevoked   Reason = "capability.already-revoked"
 	ReasonCapabilityRevokeAfterUse   Reason = "capability.consumed-cannot-revoke"
 	ReasonOperationAttemptInProgress Reason = "operation.attempt-open"

@@ -18,9 +18,16 @@ const (
 	ExecEscalated ExecutionState = "Escalated"
 )
 
-// Blocks reports whether an execution in this state forbids a new one
-// (invariant 3: only NotApplied lets another execution open).
+// Blocks reports whether an execution in this state forbids a new one of a
+// single-use kind (invariant 3: only NotApplied lets another execution
+// open). EffectPolicy.Blocks says it for every kind.
 func (s ExecutionState) Blocks() bool { return s != ExecNotApplied }
+
+// Open reports whether an execution in this state has not ended: Executing,
+// Unknown, or Escalated (Unknown for safety).
+func (s ExecutionState) Open() bool {
+	return s == ExecExecuting || s == ExecUnknown || s == ExecEscalated
+}
 
 // CapabilityState is where one capability stands. Expired is not stored: it is
 // judged against the clock at presentation.
@@ -46,7 +53,14 @@ const (
 	OpNotApplied OperationStatus = "NotApplied" // last attempt had no effect; a new decision may follow
 )
 
-// Capability is one capability as the stream knows it.
+// For a kind of bounded use, Status is the open execution's state while one
+// is open; Authorized while the latest decision's capability has uses left
+// (or is not issued yet); once they are spent, the last use's outcome
+// (Completed or NotApplied).
+
+// Capability is one capability as the stream knows it. It is Issued while
+// it has uses left, Consumed once every use was claimed; ConsumedBy,
+// ConsumedAt and Execution are its latest claim's.
 type Capability struct {
 	ID         CapabilityID
 	DecisionID DecisionID
@@ -54,17 +68,31 @@ type Capability struct {
 	IssuedAt   time.Time
 	ExpiresAt  time.Time
 	State      CapabilityState
+	// Uses is how many claims the capability allows; Claims how many it had.
+	Uses       int
+	Claims     int
 	ConsumedBy MessageID
 	ConsumedAt time.Time
 	Execution  ExecutionID
 }
 
+// UsesLeft is how many claims the capability still allows: 0 once it is
+// consumed or revoked (expiry is judged against the clock at presentation).
+func (c *Capability) UsesLeft() int {
+	if c.State != CapIssued {
+		return 0
+	}
+	return max(c.Uses-c.Claims, 0)
+}
+
 // Execution is one claimed attempt.
 type Execution struct {
-	ID                ExecutionID
-	CapabilityID      CapabilityID
-	MessageID         MessageID
-	Attempt           int
+	ID           ExecutionID
+	CapabilityID CapabilityID
+	MessageID    MessageID
+	Attempt      int
+	// Use is which use of its capability the execution is, from 1.
+	Use               int
 	State             ExecutionState
 	LeaseEpoch        int64
 	LeaseOwner        string
@@ -85,15 +113,21 @@ type Decision struct {
 	ID             DecisionID
 	Verdict        Verdict
 	Attempt        int
+	Uses           int
 	IdempotencyKey IdempotencyKey
 	KeyPolicy      KeyPolicy
 	Facts          Facts
+	ExportFacts    ExportFacts
 }
 
 // Operation is the state an operation's stream folds into. The zero value is
 // an operation that does not exist yet. Build it only with Evolve.
 type Operation struct {
-	ID              OperationID
+	ID OperationID
+	// Kind is the operation's kind; Policy its effect policy.
+	Kind            OperationKind
+	Policy          EffectPolicy
+	ExportID        string
 	OrderID         string
 	AmountMinor     int64
 	Currency        string
@@ -153,18 +187,38 @@ func (o *Operation) CurrentExecution() *Execution {
 	return o.Executions[len(o.Executions)-1]
 }
 
-// Blocking returns the first execution that forbids a new one, or nil.
+// Blocking returns the first execution that forbids a new one under the
+// operation's effect policy, or nil.
 func (o *Operation) Blocking() *Execution {
 	for _, e := range o.Executions {
-		if e.State.Blocks() {
+		if o.Policy.Blocks(e.State) {
 			return e
 		}
 	}
 	return nil
 }
 
+// LatestCapability returns the capability issued under the latest
+// decision, or nil. A kind of bounded use has at most one per decision.
+func (o *Operation) LatestCapability() *Capability {
+	d, ok := o.LatestDecision()
+	if !ok {
+		return nil
+	}
+	var latest *Capability
+	for _, c := range o.Capabilities {
+		if c.DecisionID == d.ID && (latest == nil || c.IssuedAt.After(latest.IssuedAt) || c.IssuedAt.Equal(latest.IssuedAt) && c.ID > latest.ID) {
+			latest = c
+		}
+	}
+	return latest
+}
+
 // Status summarises the operation.
 func (o *Operation) Status() OperationStatus {
+	if o.Policy.Repeats {
+		return o.boundedStatus()
+	}
 	for _, e := range o.Executions {
 		if e.State == ExecCompleted {
 			return OpCompleted
@@ -182,6 +236,27 @@ func (o *Operation) Status() OperationStatus {
 	}
 	if cur := o.CurrentExecution(); cur != nil && cur.Attempt >= d.Attempt {
 		return OpNotApplied
+	}
+	return OpAuthorized
+}
+
+// boundedStatus is Status for a kind of bounded use.
+func (o *Operation) boundedStatus() OperationStatus {
+	if b := o.Blocking(); b != nil {
+		return OperationStatus(b.State)
+	}
+	d, ok := o.LatestDecision()
+	switch {
+	case !ok:
+		return OpRequested
+	case d.Verdict == Denied:
+		return OpDenied
+	}
+	if c := o.LatestCapability(); c == nil || c.UsesLeft() > 0 {
+		return OpAuthorized
+	}
+	if cur := o.CurrentExecution(); cur != nil {
+		return OperationStatus(cur.State)
 	}
 	return OpAuthorized
 }
@@ -205,6 +280,11 @@ func (o *Operation) Evolve(e Event) error {
 		if o.Exists() {
 			return fmt.Errorf("evolve: operation %s requested twice", ev.OperationID)
 		}
+		p, ok := PolicyOf(ev.Kind)
+		if !ok {
+			return fmt.Errorf("evolve: operation %s is of kind %q, which this build does not know", ev.OperationID, ev.Kind)
+		}
+		o.Kind, o.Policy, o.ExportID = p.Kind, p, ev.ExportID
 		o.ID, o.OrderID, o.AmountMinor, o.Currency = ev.OperationID, ev.OrderID, ev.AmountMinor, ev.Currency
 		o.OrderTotalMinor, o.CorrelationID, o.CreatedAt = ev.OrderTotalMinor, ev.CorrelationID, ev.RequestedAt
 		o.RequestKey, o.RequestHash = ev.RequestKey, ev.RequestHash
@@ -214,19 +294,30 @@ func (o *Operation) Evolve(e Event) error {
 	if !o.Exists() {
 		return fmt.Errorf("evolve: %s before OperationRequested", e.EventType())
 	}
+	if k := kindOf(e); k != "" && k != o.Kind {
+		return fmt.Errorf("evolve: a %s event of kind %s on a %s operation", e.EventType(), k, o.Kind)
+	}
 	switch ev := e.(type) {
 	case Decided:
-		o.Decisions = append(o.Decisions, Decision{
-			ID: ev.DecisionID, Verdict: ev.Verdict, Attempt: ev.Attempt,
+		d := Decision{
+			ID: ev.DecisionID, Verdict: ev.Verdict, Attempt: ev.Attempt, Uses: o.Policy.stated(ev.Uses),
 			IdempotencyKey: ev.IdempotencyKey, KeyPolicy: ev.KeyPolicy, Facts: ev.Facts,
-		})
+		}
+		if ev.ExportFacts != nil {
+			d.ExportFacts = *ev.ExportFacts
+		}
+		o.Decisions = append(o.Decisions, d)
 		o.UpdatedAt = ev.DecidedAt
 	case CapabilityIssued:
 		if _, dup := o.Capabilities[ev.CapabilityID]; dup {
 			return fmt.Errorf("evolve: capability %s issued twice", ev.CapabilityID)
 		}
+		uses := o.Policy.stated(ev.Uses)
+		if uses < 1 || uses > o.Policy.MaxUses {
+			return fmt.Errorf("evolve: capability %s of %d uses; a %s capability has 1 to %d", ev.CapabilityID, ev.Uses, o.Kind, o.Policy.MaxUses)
+		}
 		o.Capabilities[ev.CapabilityID] = &Capability{
-			ID: ev.CapabilityID, DecisionID: ev.DecisionID, Attempt: ev.Attempt,
+			ID: ev.CapabilityID, DecisionID: ev.DecisionID, Attempt: ev.Attempt, Uses: uses,
 			IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, State: CapIssued,
 		}
 		o.UpdatedAt = ev.IssuedAt
@@ -243,11 +334,19 @@ func (o *Operation) Evolve(e Event) error {
 			return fmt.Errorf("evolve: claim of unknown capability %s", ev.CapabilityID)
 		}
 		if c.State == CapConsumed {
-			return fmt.Errorf("evolve: capability %s consumed twice", ev.CapabilityID)
+			return fmt.Errorf("evolve: capability %s consumed beyond its %d uses", ev.CapabilityID, c.Uses)
 		}
-		c.State, c.ConsumedBy, c.ConsumedAt, c.Execution = CapConsumed, ev.MessageID, ev.ClaimedAt, ev.ExecutionID
+		use := o.Policy.stated(ev.Use)
+		if use != c.Claims+1 {
+			return fmt.Errorf("evolve: claim of use %d of capability %s, whose next use is %d", ev.Use, ev.CapabilityID, c.Claims+1)
+		}
+		c.Claims++
+		c.ConsumedBy, c.ConsumedAt, c.Execution = ev.MessageID, ev.ClaimedAt, ev.ExecutionID
+		if c.Claims >= c.Uses {
+			c.State = CapConsumed
+		}
 		x := &Execution{
-			ID: ev.ExecutionID, CapabilityID: ev.CapabilityID, MessageID: ev.MessageID, Attempt: ev.Attempt,
+			ID: ev.ExecutionID, CapabilityID: ev.CapabilityID, MessageID: ev.MessageID, Attempt: ev.Attempt, Use: use,
 			State: ExecExecuting, LeaseEpoch: ev.LeaseEpoch, LeaseOwner: ev.WorkerID,
 			LeaseExpiresAt: ev.LeaseExpiresAt, IdempotencyKey: ev.IdempotencyKey, StartedAt: ev.ClaimedAt,
 		}
@@ -281,6 +380,19 @@ func (o *Operation) Evolve(e Event) error {
 		return fmt.Errorf("evolve: %w %T", ErrUnhandledEvent, e)
 	}
 	return nil
+}
+
+// kindOf returns the kind an event states, if it states one.
+func kindOf(e Event) OperationKind {
+	switch ev := e.(type) {
+	case Decided:
+		return ev.Kind
+	case CapabilityIssued:
+		return ev.Kind
+	case Claimed:
+		return ev.Kind
+	}
+	return ""
 }
 
 // ErrUnhandledEvent is wrapped by Evolve for an event type it has no case
