@@ -10,13 +10,14 @@ import (
 // Encoded is an event as it is stored.
 type Encoded struct {
 	Type     string // the stable type name
-	Version  int    // the schema version written (Kind.Write), stamped in Metadata
+	Version  int    // the schema version written (Kind.Write, or above it: Kind.Oldest), stamped in Metadata
 	Data     []byte // the event's JSON
 	Metadata []byte // the metadata's JSON
 }
 
 // Encode writes e and its metadata as this build writes e's type: at the
-// type's write version, stamped in the metadata.
+// type's write version (for a kind that writes the oldest version able to
+// say each event, at that version), stamped in the metadata.
 func (r *Registry) Encode(e domain.Event, m domain.Metadata) (Encoded, error) {
 	if e == nil {
 		return Encoded{}, fmt.Errorf("encode: no event")
@@ -25,16 +26,16 @@ func (r *Registry) Encode(e domain.Event, m domain.Metadata) (Encoded, error) {
 	if k == nil {
 		return Encoded{}, fmt.Errorf("encode %T: %w: register it in domain/codec/registry.go", e, ErrUnknownEventType)
 	}
-	data, err := k.encode(e)
+	data, version, err := k.encode(e)
 	if err != nil {
 		return Encoded{}, fmt.Errorf("encode %s: %w", k.Type, err)
 	}
-	m.SchemaVersion = k.Write
+	m.SchemaVersion = version
 	meta, err := json.Marshal(m)
 	if err != nil {
 		return Encoded{}, fmt.Errorf("encode %s metadata: %w", k.Type, err)
 	}
-	return Encoded{Type: k.Type, Version: k.Write, Data: data, Metadata: meta}, nil
+	return Encoded{Type: k.Type, Version: version, Data: data, Metadata: meta}, nil
 }
 
 // EncodeMetadata writes metadata stamped with schema version v, for an

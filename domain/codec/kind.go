@@ -2,11 +2,19 @@ package codec
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
 	"opledger/domain"
 )
+
+// ErrNeedsNewerVersion is wrapped by a downcast (UpcastDown) that refuses an
+// event its version cannot express but a newer version can: a kind that
+// writes each event at the oldest version able to say it (WritesOldest)
+// then writes it at the next version up. For any other kind, and for any
+// other error, the event is refused.
+var ErrNeedsNewerVersion = errors.New("needs a newer version")
 
 // Kind is the registry's row for one event type: everything the codec
 // knows of it.
@@ -21,8 +29,16 @@ type Kind struct {
 	// Write is the version this build writes. It is Current, except in a
 	// release that reads a new version before any build writes it (readers
 	// first), and 0 for a type this build reads but does not write yet (a
-	// new type, readers first); a later release raises it.
+	// new type, readers first); a later release raises it. With Oldest, it
+	// is the oldest version written (see WritesOldest).
 	Write int
+	// Oldest: each event is written at the oldest version, from Write up to
+	// Current, that can express it; a downcast that cannot says so with
+	// ErrNeedsNewerVersion. A newer version is then written only for the
+	// events that need it (a refund's events stay version 1, an export
+	// download's are version 2), and a release before it refuses exactly
+	// those (docs/design.md, "Authority of bounded use").
+	Oldest bool
 	// GoType is the event's Go type (a struct, used by value).
 	GoType reflect.Type
 
@@ -91,9 +107,21 @@ func UpcastDown[From, To any](up func(From) (To, error), down func(To) (From, er
 
 // Writes returns k writing version v instead of its current one: for the
 // release that ships the reader of a new version before any build writes it
-// (v below Current), or of a new type (v = 0: read, never written).
+// (v below Current), or of a new type (v = 0: read, never written). Every
+// event is written at v (an event v cannot say is refused).
 func (k Kind) Writes(v int) Kind {
-	k.Write = v
+	k.Write, k.Oldest = v, false
+	return k
+}
+
+// WritesOldest returns k writing each event at the oldest version, from v up
+// to its current one, that can express it (Kind.Oldest): for a type whose
+// newer version carries what only some events say, so that the others are
+// written exactly as before. Every version from v below the current one
+// needs a downcast (UpcastDown) that returns ErrNeedsNewerVersion for what
+// it cannot say.
+func (k Kind) WritesOldest(v int) Kind {
+	k.Write, k.Oldest = v, true
 	return k
 }
 
@@ -108,6 +136,8 @@ func (k Kind) validate() error {
 		return fmt.Errorf("codec: %s: say what the event records (Doc)", k.Type)
 	case k.Write < 0 || k.Write > k.Current:
 		return fmt.Errorf("codec: %s: writes version %d, reads versions 1 to %d", k.Type, k.Write, k.Current)
+	case k.Oldest && k.Write < 1:
+		return fmt.Errorf("codec: %s: writes the oldest version that can say each event, from version %d: a version starts at 1", k.Type, k.Write)
 	}
 	for i, s := range k.steps {
 		next := k.GoType
@@ -157,23 +187,39 @@ func (k *Kind) decode(v int, data []byte) (domain.Event, string, error) {
 	return val.(domain.Event), ignored, nil
 }
 
-// encode writes e as version k.Write.
-func (k *Kind) encode(e domain.Event) ([]byte, error) {
+// encode writes e as version k.Write (with Oldest: as the oldest version
+// from k.Write up that can express it) and returns the version written.
+func (k *Kind) encode(e domain.Event) ([]byte, int, error) {
 	if reflect.TypeOf(e) != k.GoType {
-		return nil, fmt.Errorf("encode %s: a %T is not a %s", k.Type, e, k.GoType)
+		return nil, 0, fmt.Errorf("encode %s: a %T is not a %s", k.Type, e, k.GoType)
 	}
 	if k.Write == 0 {
-		return nil, fmt.Errorf("encode %s: this build reads the type but does not write it yet (readers first: docs/design.md)", k.Type)
+		return nil, 0, fmt.Errorf("encode %s: this build reads the type but does not write it yet (readers first: docs/design.md)", k.Type)
 	}
 	if k.Write == k.Current {
-		return k.encodeCurrent(e)
+		data, err := k.encodeCurrent(e)
+		return data, k.Current, err
 	}
-	var v any = e
+	var v any = e // of version i+2 at each step
 	for i := k.Current - 2; i >= k.Write-1; i-- {
-		var err error
-		if v, err = k.steps[i].down(v); err != nil {
-			return nil, fmt.Errorf("encode %s as v%d: %w", k.Type, i+1, err)
+		down, err := k.steps[i].down(v)
+		if err != nil {
+			if k.Oldest && errors.Is(err, ErrNeedsNewerVersion) {
+				return k.encodeAt(i+2, e, v)
+			}
+			return nil, 0, fmt.Errorf("encode %s as v%d: %w", k.Type, i+1, err)
 		}
+		v = down
 	}
-	return k.steps[k.Write-1].encode(v)
+	return k.encodeAt(k.Write, e, v)
+}
+
+// encodeAt writes v, of version ver (e itself when ver is the current one).
+func (k *Kind) encodeAt(ver int, e domain.Event, v any) ([]byte, int, error) {
+	if ver == k.Current {
+		data, err := k.encodeCurrent(e)
+		return data, ver, err
+	}
+	data, err := k.steps[ver-1].encode(v)
+	return data, ver, err
 }

@@ -310,19 +310,23 @@ func requireReadsAsWritten(t *testing.T, r frozenReader, enc codec.Encoded) {
 }
 
 // TestThePreviousReleaseReadsWhatThisBuildWrites: readers first. Every
-// type this build writes, at the version it writes, is read by the
-// previous releases' frozen readers, with every member they know intact.
-// A build that raises a write version before the previous release reads it
-// fails here; so does one that renames a member or changes its type.
+// type this build writes in a refund's stream, at the version it writes it
+// at, is read by the previous releases' frozen readers, with every member
+// they know intact. A build that raises a write version before the
+// previous release reads it fails here; so does one that renames a member
+// or changes its type. (An export download's stream is written at version
+// 2, which the previous releases refuse: TestThePreviousReleaseRefusesTheBoundedKind.)
 func TestThePreviousReleaseReadsWhatThisBuildWrites(t *testing.T) {
-	// mainBeforeSchemaEvolution is the release this one replaces: this
-	// build writes nothing it cannot read (no member added, nothing above
-	// version 1), so a rolling deploy from it is safe. When a later release
-	// adds a member, that release's predecessor is schemaEvolutionRelease,
-	// and main@f42e6e8 is no longer running anywhere: drop it from here then.
+	// mainBeforeSchemaEvolution is a release this one may replace: in a
+	// refund's stream this build writes nothing it cannot read (no member
+	// added, nothing above version 1), so a rolling deploy from it is safe
+	// as long as the export-download kind stays off (docs/design.md,
+	// "Authority of bounded use"). When a later release adds a member, that
+	// release's predecessor is schemaEvolutionRelease, and main@f42e6e8 is
+	// no longer running anywhere: drop it from here then.
 	for _, r := range []frozenReader{schemaEvolutionRelease, mainBeforeSchemaEvolution} {
 		t.Run(r.name, func(t *testing.T) {
-			for _, e := range codectest.Samples() {
+			for _, e := range codectest.RefundSamples() {
 				if k, _ := codec.Lookup(e.EventType()); k.Write == 0 {
 					continue // read, not written by this build
 				}
@@ -346,7 +350,7 @@ func TestThePreviousReleaseReadsWhatThisBuildWrites(t *testing.T) {
 // adds a member); a newer version is refused by both, with an error that
 // says so, never misread.
 func TestThePreviousReleaseMeetsANewerWritersEvents(t *testing.T) {
-	for _, e := range codectest.Samples() {
+	for _, e := range codectest.RefundSamples() {
 		if k, _ := codec.Lookup(e.EventType()); k.Write == 0 {
 			continue // read, not written by this build
 		}
@@ -376,12 +380,48 @@ func TestThePreviousReleaseMeetsANewerWritersEvents(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, e, d.Event)
 			require.Equal(t, "data.added_by_a_newer_build", d.Ignored)
-			_, err = codec.Decode(enc.Type, enc.Data, newer)
+			k, _ := codec.Lookup(enc.Type)
+			beyond := bytes.Replace(enc.Metadata, []byte(`"schema_version":1`), []byte(fmt.Sprintf(`"schema_version":%d`, k.Current+1)), 1)
+			_, err = codec.Decode(enc.Type, enc.Data, beyond)
 			require.ErrorIs(t, err, codec.ErrNewerVersion)
 		})
 	}
 	_, err := schemaEvolutionRelease.read(schemaEvolutionRelease, "UseClaimed", []byte(`{}`), nil)
 	require.ErrorContains(t, err, `decode "UseClaimed": unknown event type (written by a newer build`, "a new type is refused, not skipped")
+}
+
+// TestThePreviousReleaseRefusesTheBoundedKind: an export download's
+// events that state its kind and use counts are written at version 2, and
+// both previous releases refuse every one of them, never reading a
+// capability of three uses as single-use authority: the release with
+// schema evolution says "written by a newer build", main@f42e6e8 that it
+// reads version 1 only. The refund's are read (above). This is why the
+// kind is refused by the API until an operator enables it, once every
+// reader runs this release.
+func TestThePreviousReleaseRefusesTheBoundedKind(t *testing.T) {
+	n := 0
+	for _, e := range codectest.Samples() {
+		k, _ := codec.Lookup(e.EventType())
+		if !k.Oldest {
+			continue
+		}
+		n++
+		t.Run(k.Type, func(t *testing.T) {
+			enc, err := codec.Encode(e, domain.Metadata{RecordedAt: time.Date(2026, 11, 26, 14, 2, 30, 0, time.UTC)})
+			require.NoError(t, err)
+			require.Equal(t, 2, enc.Version, "an export download's %s states what version 1 cannot", k.Type)
+			_, err = schemaEvolutionRelease.read(schemaEvolutionRelease, enc.Type, enc.Data, enc.Metadata)
+			require.ErrorIs(t, err, errFrozenNewer)
+			require.ErrorContains(t, err, "schema version 2 was written by a newer build (this build reads versions 1 to 1)")
+			_, err = mainBeforeSchemaEvolution.read(mainBeforeSchemaEvolution, enc.Type, enc.Data, enc.Metadata)
+			require.ErrorContains(t, err, "schema version 2, this build reads 1")
+			// Stripped of its version, it would be misread: which is why
+			// the version is what the previous release is held to.
+			_, err = schemaEvolutionRelease.read(schemaEvolutionRelease, enc.Type, enc.Data, []byte(`{"schema_version":1,"recorded_at":"2026-11-26T14:02:30Z"}`))
+			require.NoError(t, err, "version 1's reader ignores kind and uses: only the version keeps it from acting on part of the event")
+		})
+	}
+	require.Equal(t, 4, n, "OperationRequested, Decided, CapabilityIssued and Claimed state the kind")
 }
 
 func kindNames() []string {

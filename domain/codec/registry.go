@@ -14,19 +14,27 @@ import (
 // new version"), and the coverage test then names every consumer that has
 // no case for it.
 //
-// Every type is at version 1. Version 1 of a type has grown by additive,
-// optional fields whose absence is the safe reading (the policy, in
-// docs/design.md); its older shapes are fixtures (codectest):
+// OperationRequested, Decided, CapabilityIssued and Claimed are at version
+// 2, which states the operation's kind and its use counts
+// (history_kinds.go); they write each event at the oldest version that can
+// say it, so a refund's are version 1, as before, and an export download's
+// version 2. Every other type is at version 1. Version 1 of a type has
+// grown by additive, optional fields whose absence is the safe reading (the
+// policy, in docs/design.md); its older shapes are fixtures (codectest):
 // OperationRequested before request_key and request_hash (15bed92), Claimed
 // before lease_secret_digest and WriteRefused before worker_id,
 // secret_check, field, refusal_detail and escaped (2a11fb1). A claim
 // without a digest is bound to no holder and accepts no executor write.
 var events = mustRegistry(
-	Event[domain.OperationRequested]("opens an operation's stream: the refund asked for, by whom, and the caller's request key"),
-	Event[domain.Decided]("one policy evaluation for an attempt: verdict, facts, policy version, provider key"),
-	Event[domain.CapabilityIssued]("single-use authority for one attempt of the operation, until it expires"),
+	Event[domain.OperationRequested]("opens an operation's stream: its kind, what it is about (the refund, the export), by whom, and the caller's request key",
+		UpcastDown(requestedV1toV2, requestedV2toV1)).WritesOldest(1),
+	Event[domain.Decided]("one policy evaluation for an attempt: verdict, facts, policy version, the uses it authorizes, provider key",
+		UpcastDown(decidedV1toV2, decidedV2toV1)).WritesOldest(1),
+	Event[domain.CapabilityIssued]("authority of N uses (a refund: one) for one attempt of the operation, until it expires",
+		UpcastDown(issuedV1toV2, issuedV2toV1)).WritesOldest(1),
 	Event[domain.CapabilityRevoked]("unused authority withdrawn"),
-	Event[domain.Claimed]("a capability consumed: an execution opens under a lease bound to its holder"),
+	Event[domain.Claimed]("one use of a capability consumed: an execution opens under a lease bound to its holder",
+		UpcastDown(claimedV1toV2, claimedV2toV1)).WritesOldest(1),
 	Event[domain.DeliveryDuplicated]("a message id seen again on the operation; changes nothing"),
 	Event[domain.PresentationRejected]("a refused presentation of authority; execution not attempted"),
 	Event[domain.LeaseRenewed]("an executing execution's lease extended, under its epoch"),

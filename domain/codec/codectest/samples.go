@@ -18,22 +18,57 @@ func at(d time.Duration) time.Time { return t0.Add(d + 123_456_789*time.Nanoseco
 // fixtures testdata/events/<Type>/v<N>.json are written from them (TestGolden
 // -update writes a fixture that does not exist yet; it never rewrites one).
 // A new event type needs a sample here.
+//
+// The four types that state an operation's kind and its use counts are
+// sampled at their current version (2), as an export download's with every
+// member set (a combination no decision writes, for the codec's sake); the
+// previous releases' readers meet them as RefundSamples.
 func Samples() []domain.Event {
-	return []domain.Event{
-		domain.OperationRequested{OperationID: "OP-4471", OrderID: "ORD-8841", AmountMinor: 12000, Currency: "EUR",
+	return append([]domain.Event{
+		domain.OperationRequested{OperationID: "OP-5120", Kind: domain.KindExportDownload, OrderID: "ORD-8841", AmountMinor: 12000,
+			Currency: "EUR", OrderTotalMinor: 20000, ExportID: "EXP-7781", CorrelationID: "COR-5120", RequestedBy: "agent-7",
+			RequestedAt: at(0), RequestKey: "idem-5120-1", RequestHash: "0a1b2c3d4e5f60718293a4b5c6d7e8f90123456789abcdef0123456789abcdef"},
+		domain.Decided{DecisionID: "DEC-5120.1", Kind: domain.KindExportDownload, Verdict: domain.Denied,
+			Reasons:     []string{string(domain.ReasonPolicyExportNotReady)},
+			Facts:       domain.Facts{OrderRefundable: true, ChargebackOpen: true, RefundedMinor: 3000, OrderTotalMinor: 20000},
+			ExportFacts: &domain.ExportFacts{ExportReady: true},
+			Approver:    "agent-7", ApprovalLimit: 50000, PolicyVersion: domain.ExportPolicyVersion, Attempt: 2, Uses: 3,
+			KeyPolicy: domain.KeyPerAttempt, IdempotencyKey: "export-OP-5120-a2", DecidedAt: at(time.Second)},
+		domain.CapabilityIssued{CapabilityID: "CAP-5120.1", DecisionID: "DEC-5120.1", Kind: domain.KindExportDownload, Attempt: 2, Uses: 3,
+			IssuedAt: at(2 * time.Second), ExpiresAt: at(2*time.Second + domain.DefaultCapabilityTTL)},
+		domain.Claimed{ExecutionID: "EXE-5120.2", CapabilityID: "CAP-5120.1", Kind: domain.KindExportDownload, MessageID: "MSG-DL-2",
+			WorkerID: "worker-a", Attempt: 2, Use: 2, LeaseEpoch: 1, LeaseExpiresAt: at(4*time.Second + domain.DefaultLeaseDuration),
+			IdempotencyKey: "export-OP-5120-a2-u2", ClaimedAt: at(4 * time.Second),
+			LeaseSecretDigest: "5d1f0a7c3b9e4d6f8a2b1c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f50618"},
+	}, unversioned()...)
+}
+
+// RefundSamples returns one event of every type as a refund's stream holds
+// it: the four kind-stating types as a refund writes them (version 1's
+// members all set, one use), the others as Samples has them. They are what
+// the version 1 fixtures hold.
+func RefundSamples() []domain.Event {
+	return append([]domain.Event{
+		domain.OperationRequested{OperationID: "OP-4471", Kind: domain.KindRefund, OrderID: "ORD-8841", AmountMinor: 12000, Currency: "EUR",
 			OrderTotalMinor: 20000, CorrelationID: "COR-2210", RequestedBy: "agent-7", RequestedAt: at(0),
 			RequestKey: "idem-2210-1", RequestHash: "9f2c4e1a7b3d5f60718293a4b5c6d7e8f90123456789abcdef0123456789abcd"},
-		domain.Decided{DecisionID: "DEC-4471.1", Verdict: domain.Denied, Reasons: []string{string(domain.ReasonPolicyChargebackOpen)},
+		domain.Decided{DecisionID: "DEC-4471.1", Kind: domain.KindRefund, Verdict: domain.Denied, Reasons: []string{string(domain.ReasonPolicyChargebackOpen)},
 			Facts:    domain.Facts{OrderRefundable: true, ChargebackOpen: true, RefundedMinor: 3000, OrderTotalMinor: 20000},
-			Approver: "agent-7", ApprovalLimit: 50000, PolicyVersion: domain.PolicyVersion, Attempt: 1,
+			Approver: "agent-7", ApprovalLimit: 50000, PolicyVersion: domain.PolicyVersion, Attempt: 1, Uses: 1,
 			KeyPolicy: domain.KeyPerAttempt, IdempotencyKey: "refund-OP-4471-a1", DecidedAt: at(time.Second)},
-		domain.CapabilityIssued{CapabilityID: "CAP-4471.1", DecisionID: "DEC-4471.1", Attempt: 1,
+		domain.CapabilityIssued{CapabilityID: "CAP-4471.1", DecisionID: "DEC-4471.1", Kind: domain.KindRefund, Attempt: 1, Uses: 1,
 			IssuedAt: at(2 * time.Second), ExpiresAt: at(2*time.Second + domain.DefaultCapabilityTTL)},
-		domain.CapabilityRevoked{CapabilityID: "CAP-4471.1", Reason: "agent withdrew", RevokedBy: "agent-7", RevokedAt: at(3 * time.Second)},
-		domain.Claimed{ExecutionID: "EXE-4471.1", CapabilityID: "CAP-4471.2", MessageID: "MSG-55A", WorkerID: "worker-a",
-			Attempt: 1, LeaseEpoch: 1, LeaseExpiresAt: at(4*time.Second + domain.DefaultLeaseDuration),
+		domain.Claimed{ExecutionID: "EXE-4471.1", CapabilityID: "CAP-4471.2", Kind: domain.KindRefund, MessageID: "MSG-55A", WorkerID: "worker-a",
+			Attempt: 1, Use: 1, LeaseEpoch: 1, LeaseExpiresAt: at(4*time.Second + domain.DefaultLeaseDuration),
 			IdempotencyKey: "refund-OP-4471-a1", ClaimedAt: at(4 * time.Second),
 			LeaseSecretDigest: "3b7e0f5c2a9d4e6f8a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f50617"},
+	}, unversioned()...)
+}
+
+// unversioned are the samples of the types at version 1.
+func unversioned() []domain.Event {
+	return []domain.Event{
+		domain.CapabilityRevoked{CapabilityID: "CAP-4471.1", Reason: "agent withdrew", RevokedBy: "agent-7", RevokedAt: at(3 * time.Second)},
 		domain.DeliveryDuplicated{MessageID: "MSG-55A", CapabilityID: "CAP-4471.2", WorkerID: "worker-b", ExecutionID: "EXE-4471.1",
 			ExecutionState: domain.ExecExecuting, SeenAt: at(5 * time.Second)},
 		domain.PresentationRejected{Status: domain.StatusAlreadyConsumed, Reason: domain.ReasonCapabilityAlreadyConsumed,
