@@ -7,7 +7,7 @@ import (
 )
 
 // The checks on authority: the request, decisions, capabilities and claims
-// (invariants 1, 2, 3, 6 and 9).
+// (invariants 1, 2, 3, 6, 9 and, for a kind of bounded use, 10).
 
 // requested: S3, once per stream and for the stream's own operation.
 func (v *verifier) requested(ev domain.OperationRequested) {
@@ -22,6 +22,36 @@ func (v *verifier) requested(ev domain.OperationRequested) {
 		v.emit(S3RequestedFirst, nil, "OperationRequested at version %d, not 0", v.rec.Version)
 	}
 	st.requested, st.amount, st.orderTotal = true, ev.AmountMinor, ev.OrderTotalMinor
+	if p, ok := effectPolicies[cmpKind(ev.Kind)]; ok {
+		st.effect = p
+	} else {
+		v.emit(S2Decodable, nil, "operation of kind %q, which this audit does not know", clipText(string(ev.Kind)))
+	}
+}
+
+// cmpKind is the kind an event states ("": a refund, as before kinds).
+func cmpKind(k domain.OperationKind) domain.OperationKind {
+	if k == "" {
+		return domain.KindRefund
+	}
+	return k
+}
+
+// kindStated reports I10 when an event states a kind other than its
+// operation's.
+func (v *verifier) kindStated(k domain.OperationKind, what string) {
+	if k := cmpKind(k); k != v.st.effect.Kind {
+		v.emit(I10BoundedUse, nil, "%s states kind %s on an operation of kind %s", what, k, v.st.effect.Kind)
+	}
+}
+
+// usesStated is the use count an event states (0, unstated, is one for a
+// single-use kind, as every event was before kinds existed).
+func (v *verifier) usesStated(n int) int {
+	if n == 0 && !v.st.effect.Repeats {
+		return 1
+	}
+	return n
 }
 
 // decided: I9 (nothing is decided while an execution blocks; an Allowed
@@ -29,16 +59,28 @@ func (v *verifier) requested(ev domain.OperationRequested) {
 // for the next attempt), I6 (its key is derived).
 func (v *verifier) decided(ev domain.Decided) {
 	st := v.st
+	v.kindStated(ev.Kind, "decision "+string(ev.DecisionID))
 	if b := st.firstBlocker(); b != nil {
-		v.emit(I9NewAttemptDecided, []int64{b.version}, "decision %s while %s is %s: a new decision needs every earlier execution NotApplied",
-			ev.DecisionID, b.name(), b.state)
+		need := "every earlier execution NotApplied"
+		if st.effect.Repeats {
+			need = "no execution open"
+		}
+		v.emit(I9NewAttemptDecided, []int64{b.version}, "decision %s while %s is %s: a new decision needs %s",
+			ev.DecisionID, b.name(), b.state, need)
 	} else if want := st.lastAttempt + 1; ev.Attempt != want {
 		v.emit(I2AuthorityNeverReset, nil, "decision %s is for attempt %d; the next attempt is %d", ev.DecisionID, ev.Attempt, want)
 	}
+	uses := v.usesStated(ev.Uses)
+	if uses < 1 || uses > st.effect.MaxUses {
+		v.emit(I10BoundedUse, nil, "decision %s authorizes %d uses; a %s decision authorizes 1 to %d", ev.DecisionID, ev.Uses, st.effect.Kind, st.effect.MaxUses)
+	}
 	pol := policyOf(ev.KeyPolicy)
+	if st.effect.Repeats && pol == policyReuseFirst {
+		v.emit(I10BoundedUse, nil, "decision %s reuses attempt 1's key: a %s takes per-attempt keys, or a later attempt's use shares an earlier one's key", ev.DecisionID, st.effect.Kind)
+	}
 	if pol == policyUnknown {
 		v.emit(I6ProviderKeyDerived, nil, "decision %s has key policy %q, which derives no key", ev.DecisionID, ev.KeyPolicy)
-	} else if want := keyFor(v.op, pol, ev.Attempt); ev.IdempotencyKey != want {
+	} else if want := keyFor(st.effect, v.op, pol, ev.Attempt); ev.IdempotencyKey != want {
 		v.emit(I6ProviderKeyDerived, nil, "decision %s records provider key %q; attempt %d under %s derives %q",
 			ev.DecisionID, ev.IdempotencyKey, ev.Attempt, ev.KeyPolicy, want)
 	}
@@ -53,7 +95,7 @@ func (v *verifier) decided(ev domain.Decided) {
 		v.emit(S2Decodable, nil, "decision %s has verdict %q", ev.DecisionID, ev.Verdict)
 	}
 	st.decided = true
-	st.latest = decisionRec{id: v.hash.of(string(ev.DecisionID)), attempt: ev.Attempt, allowed: ev.Verdict == domain.Allowed,
+	st.latest = decisionRec{id: v.hash.of(string(ev.DecisionID)), attempt: ev.Attempt, uses: int32(uses), allowed: ev.Verdict == domain.Allowed,
 		policy: pol, version: v.rec.Version}
 }
 
@@ -61,19 +103,23 @@ func (v *verifier) decided(ev domain.Decided) {
 // with the domain's own rules, when the decision names this build's policy
 // version. It returns the reasons the policy denies them, or nil.
 func (v *verifier) policyDenies(ev domain.Decided) []string {
-	if ev.PolicyVersion != domain.PolicyVersion || !v.st.requested {
+	if ev.PolicyVersion != v.st.effect.PolicyVersion || !v.st.requested {
 		return nil
 	}
 	probe := domain.NewOperation()
-	if err := probe.Evolve(domain.OperationRequested{OperationID: v.op, AmountMinor: v.st.amount, OrderTotalMinor: v.st.orderTotal}); err != nil {
+	if err := probe.Evolve(domain.OperationRequested{OperationID: v.op, Kind: v.st.effect.Kind, AmountMinor: v.st.amount, OrderTotalMinor: v.st.orderTotal}); err != nil {
 		return nil
 	}
 	approver := ev.Approver
 	if approver == "" || len(approver) > domain.MaxIDLength {
 		approver = "audit"
 	}
-	out, err := probe.Decide(domain.Decide{DecisionID: "DEC-AUDIT", Approver: approver, ApprovalLimitMinor: ev.ApprovalLimit,
-		Facts: ev.Facts, KeyPolicy: ev.KeyPolicy}, ev.DecidedAt)
+	cmd := domain.Decide{DecisionID: "DEC-AUDIT", Approver: approver, ApprovalLimitMinor: ev.ApprovalLimit,
+		Facts: ev.Facts, Uses: ev.Uses, KeyPolicy: ev.KeyPolicy}
+	if ev.ExportFacts != nil {
+		cmd.ExportFacts = *ev.ExportFacts
+	}
+	out, err := probe.Decide(cmd, ev.DecidedAt)
 	if err != nil || len(out) != 1 {
 		return nil // the recorded decision is not one the policy can re-evaluate (malformed): other checks say why
 	}
@@ -94,6 +140,23 @@ func (v *verifier) capabilityIssued(ev domain.CapabilityIssued) {
 		v.emit(I2AuthorityNeverReset, []int64{c.version}, "capability %s is issued again (already %s): authority is never reissued or reset",
 			ev.CapabilityID, capStateName(c.state))
 		return
+	}
+	v.kindStated(ev.Kind, "capability "+string(ev.CapabilityID))
+	uses := v.usesStated(ev.Uses)
+	switch {
+	case uses < 1 || uses > st.effect.MaxUses:
+		v.emit(I10BoundedUse, nil, "capability %s of %d uses; a %s capability has 1 to %d", ev.CapabilityID, ev.Uses, st.effect.Kind, st.effect.MaxUses)
+	case st.decided && v.hash.of(string(ev.DecisionID)) == st.latest.id && int32(uses) != st.latest.uses:
+		v.emit(I10BoundedUse, []int64{st.latest.version}, "capability %s of %d uses under decision %s, which authorized %d", ev.CapabilityID, uses, ev.DecisionID, st.latest.uses)
+	}
+	if st.effect.Repeats {
+		d := v.hash.of(string(ev.DecisionID))
+		for i := range st.caps.entries {
+			if c := &st.caps.entries[i].val; c.decision == d {
+				v.emit(I10BoundedUse, []int64{c.version}, "capability %s is a second one under decision %s: its uses would be authorized twice", ev.CapabilityID, ev.DecisionID)
+				break
+			}
+		}
 	}
 	dec := st.latest
 	pol := policyUnknown
@@ -116,7 +179,7 @@ func (v *verifier) capabilityIssued(ev domain.CapabilityIssued) {
 			ev.CapabilityID, ev.Attempt)
 	}
 	st.caps.put(k, capRec{decision: v.hash.of(string(ev.DecisionID)), expires: ev.ExpiresAt.UnixNano(), version: v.rec.Version,
-		attempt: int32(ev.Attempt), state: capIssued, policy: pol})
+		attempt: int32(ev.Attempt), uses: int32(max(uses, 1)), state: capIssued, policy: pol})
 }
 
 // capabilityRevoked: S4. Spent authority stays spent: revoking a consumed
@@ -135,14 +198,21 @@ func (v *verifier) capabilityRevoked(ev domain.CapabilityRevoked) {
 // claimed: I1 (the capability is consumed once, and only while issued and
 // unexpired), I2 (for its own attempt, not yet executed), I9 (under the
 // latest Allowed decision), I6 (the key derives from that decision), I3 (no
-// execution blocks), I4 (not opened by a duplicate delivery).
+// execution blocks), I4 (not opened by a duplicate delivery). For a kind of
+// bounded use, I10 instead of I1's "once" and I3: at most its uses, in
+// order, one execution open at a time, a key of its own for every use.
 func (v *verifier) claimed(ev domain.Claimed) {
 	st := v.st
+	bounded := st.effect.Repeats
 	k := v.hash.of(string(ev.CapabilityID))
 	c := st.caps.get(k)
+	v.kindStated(ev.Kind, "claim of execution "+string(ev.ExecutionID))
+	use := v.usesStated(ev.Use)
 	switch {
 	case c == nil:
 		v.emit(I1CapabilityConsumedOnce, nil, "claims capability %s, never issued on this operation", ev.CapabilityID)
+	case c.state == capConsumed && bounded:
+		v.emit(I10BoundedUse, []int64{c.version}, "claims capability %s beyond its %d uses (its last claimed at version %d)", ev.CapabilityID, c.uses, c.version)
 	case c.state == capConsumed:
 		v.emit(I1CapabilityConsumedOnce, []int64{c.version}, "consumes capability %s a second time (consumed at version %d)", ev.CapabilityID, c.version)
 	case c.state == capRevoked:
@@ -167,16 +237,33 @@ func (v *verifier) claimed(ev domain.Claimed) {
 			pol = c.policy
 		}
 	}
-	if ev.Attempt <= st.lastAttempt {
+	switch {
+	case !bounded && ev.Attempt <= st.lastAttempt:
 		v.emit(I2AuthorityNeverReset, nil, "claim for attempt %d, which has an execution already: a new attempt needs a new decision and a new capability", ev.Attempt)
+	case bounded && (ev.Attempt < st.lastAttempt || ev.Attempt == st.lastAttempt && k != st.lastCap):
+		v.emit(I2AuthorityNeverReset, nil, "claim for attempt %d, which has executions under another capability already: a new attempt needs a new decision and a new capability", ev.Attempt)
+	}
+	if c != nil && c.state != capConsumed && use != int(c.claims)+1 {
+		v.emit(I10BoundedUse, []int64{c.version}, "claims use %d of capability %s, whose next use is %d", ev.Use, ev.CapabilityID, c.claims+1)
 	}
 	if pol != policyUnknown {
-		if want := keyFor(v.op, pol, ev.Attempt); ev.IdempotencyKey != want {
-			v.emit(I6ProviderKeyDerived, nil, "execution %s carries provider key %q; its attempt %d derives %q", ev.ExecutionID, ev.IdempotencyKey, ev.Attempt, want)
+		if want := st.effect.UseKey(keyFor(st.effect, v.op, pol, ev.Attempt), use); ev.IdempotencyKey != want {
+			v.emit(I6ProviderKeyDerived, nil, "execution %s carries provider key %q; its attempt %d, use %d derives %q", ev.ExecutionID, ev.IdempotencyKey, ev.Attempt, use, want)
 		}
 	}
 	if b := st.firstBlocker(); b != nil {
-		v.emit(I3OneConsequentialExecution, []int64{b.version}, "opens execution %s while %s is %s", ev.ExecutionID, b.name(), b.state)
+		if bounded {
+			v.emit(I10BoundedUse, []int64{b.version}, "opens execution %s while %s is %s: one execution open at a time", ev.ExecutionID, b.name(), b.state)
+		} else {
+			v.emit(I3OneConsequentialExecution, []int64{b.version}, "opens execution %s while %s is %s", ev.ExecutionID, b.name(), b.state)
+		}
+	}
+	if bounded {
+		key := v.hash.of(string(ev.IdempotencyKey))
+		if st.keys.has(key) {
+			v.emit(I10BoundedUse, nil, "execution %s carries provider key %q, which an earlier execution of the operation had: every use has its own", ev.ExecutionID, ev.IdempotencyKey)
+		}
+		st.keys.add(key)
 	}
 	m := v.hash.of(string(ev.MessageID))
 	if st.duplicated.has(m) {
@@ -184,9 +271,14 @@ func (v *verifier) claimed(ev domain.Claimed) {
 	}
 
 	if c == nil {
-		c = st.caps.put(k, capRec{attempt: int32(ev.Attempt)})
+		c = st.caps.put(k, capRec{attempt: int32(ev.Attempt), uses: 1})
 	}
-	c.state, c.version = capConsumed, v.rec.Version
+	c.claims++
+	c.version = v.rec.Version
+	if c.claims >= c.uses {
+		c.state = capConsumed
+	}
+	st.lastCap = k
 	st.presented.add(m)
 	st.lastAttempt = max(st.lastAttempt, ev.Attempt)
 	xk := v.hash.of(string(ev.ExecutionID))

@@ -98,7 +98,11 @@ type differ struct {
 	refunds []*refundRec          // line order
 	byID    map[string]*refundRec // refund id
 	ops     map[string]*ledgerOp  // operation ids the export names
-	report  DiffReport
+	// others are the operations of other kinds than refunds (an export
+	// download's effects are not the payment provider's): their
+	// completions are not compared. Bounded by the events read.
+	others map[string]bool
+	report DiffReport
 }
 
 // ProviderDiff compares the provider's export (read by an adapter of its
@@ -118,7 +122,7 @@ type differ struct {
 // own for a record without a reference or a state, or a reference given
 // twice.
 func ProviderDiff(ctx context.Context, store eventstore.Store, export ProviderExport) (DiffReport, error) {
-	d := &differ{byID: map[string]*refundRec{}, ops: map[string]*ledgerOp{}}
+	d := &differ{byID: map[string]*refundRec{}, ops: map[string]*ledgerOp{}, others: map[string]bool{}}
 	err := export.Records(func(p ProviderRecord) error {
 		line := p.Line
 		switch {
@@ -192,6 +196,9 @@ func (d *differ) ledgerEvent(rec *eventstore.RecordedEvent) error {
 		return nil
 	}
 	o := d.ops[string(opID)]
+	if d.others[string(opID)] {
+		return nil // not a refund: nothing the payment provider's export shows
+	}
 	switch diffReading(rec.Type) {
 	case diffReadsAlways:
 	case diffReadsIfNamed:
@@ -213,7 +220,13 @@ func (d *differ) ledgerEvent(rec *eventstore.RecordedEvent) error {
 	)
 	switch ev := e.(type) {
 	case domain.OperationRequested:
-		o.requested, o.amount, o.currency = true, ev.AmountMinor, ev.Currency
+		if ev.Kind != "" && ev.Kind != domain.KindRefund {
+			d.others[string(opID)] = true
+			return nil
+		}
+		if o != nil {
+			o.requested, o.amount, o.currency = true, ev.AmountMinor, ev.Currency
+		}
 		return nil
 	case domain.Claimed:
 		o.state(ev.ExecutionID, domain.ExecExecuting)

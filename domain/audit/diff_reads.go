@@ -20,9 +20,9 @@ const (
 // has no case for (none this build knows; DiffReads).
 func diffReading(eventType string) diffRead {
 	switch eventType {
-	case domain.TypeOutcomeRecorded, domain.TypeLateOutcomeRecorded, domain.TypeReconciled:
-		return diffReadsAlways
-	case domain.TypeOperationRequested, domain.TypeClaimed, domain.TypeOutcomeUnknown, domain.TypeLeaseLapsed, domain.TypeEscalated:
+	case domain.TypeOperationRequested, domain.TypeOutcomeRecorded, domain.TypeLateOutcomeRecorded, domain.TypeReconciled:
+		return diffReadsAlways // OperationRequested: to leave out operations that are not refunds
+	case domain.TypeClaimed, domain.TypeOutcomeUnknown, domain.TypeLeaseLapsed, domain.TypeEscalated:
 		return diffReadsIfNamed
 	case domain.TypeDecided, domain.TypeCapabilityIssued, domain.TypeCapabilityRevoked, domain.TypeDeliveryDuplicated,
 		domain.TypePresentationRejected, domain.TypeLeaseRenewed, domain.TypeWriteRefused:

@@ -1,6 +1,6 @@
 package audit
 
-// Invariant names one check Verify makes. ID is stable ("I1".."I9" for the
+// Invariant names one check Verify makes. ID is stable ("I1".."I10" for the
 // invariants, "S1".."S4" for the structural checks, "H1".."H3" and "D1",
 // "D2" for tamper evidence: see check_chain.go); Name is a stable slug.
 type Invariant struct {
@@ -53,6 +53,16 @@ var (
 	// latest and allows what its recorded facts allow.
 	I9NewAttemptDecided = Invariant{"I9", "new-attempt-decided-again"}
 
+	// I10: authority of bounded use: a capability of N uses is claimed at
+	// most N times, use 1, 2, ... in order, each claim of its own, with N
+	// within what its kind allows and what its decision authorized, one
+	// capability per decision; at most one execution of the operation is
+	// open (Executing, Unknown or Escalated) at a time; every use has its
+	// own provider key, derived from operation, attempt and use, never one
+	// an earlier execution of the operation had; and an event states the
+	// operation's own kind. Refunds are N = 1 under I1 and I3.
+	I10BoundedUse = Invariant{"I10", "bounded-use"}
+
 	// S1: each stream's versions are 0, 1, 2, ... with no gap or repeat.
 	S1VersionsContiguous = Invariant{"S1", "stream-versions-contiguous"}
 	// S2: every event decodes (known type and schema, no unknown field,
@@ -69,7 +79,7 @@ var (
 var Invariants = []Invariant{
 	I1CapabilityConsumedOnce, I2AuthorityNeverReset, I3OneConsequentialExecution,
 	I4UnknownNeverInferred, I5EpochFencing, I6ProviderKeyDerived, I7RefusalRecorded,
-	I8UnknownResolved, I9NewAttemptDecided,
+	I8UnknownResolved, I9NewAttemptDecided, I10BoundedUse,
 	S1VersionsContiguous, S2Decodable, S3RequestedFirst, S4ReferencesResolve,
 	H1ChainIntact, H2EventsHashed, H3HeadsMatch, D1MatchesDigest, D2DigestsConsistent,
 }

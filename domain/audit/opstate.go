@@ -27,7 +27,8 @@ func (s execState) String() string { return string(execStateNames[s]) }
 // open: the execution is not finished (its strings are kept).
 func (s execState) open() bool { return s == exExecuting || s == exUnknown || s == exEscalated }
 
-// blocks: no other execution of the operation may open (invariant 3).
+// blocks: no other execution of a single-use operation may open
+// (invariant 3). operationState.blocks says it for every kind.
 func (s execState) blocks() bool { return s != exNotApplied }
 
 // unknownish: Unknown for safety (Escalated included).
@@ -73,29 +74,48 @@ func policyOf(p domain.KeyPolicy) keyPolicy {
 	return policyUnknown
 }
 
-// keyFor derives the provider key of attempt under policy, as Decide does.
-func keyFor(op domain.OperationID, p keyPolicy, attempt int) domain.IdempotencyKey {
+// keyFor derives the provider key of attempt under policy, as Decide does,
+// for an operation of effect policy ep.
+func keyFor(ep *domain.EffectPolicy, op domain.OperationID, p keyPolicy, attempt int) domain.IdempotencyKey {
 	if p == policyReuseFirst {
-		return domain.IdempotencyKeyFor(op, 1)
+		return ep.AttemptKey(op, 1)
 	}
-	return domain.IdempotencyKeyFor(op, attempt)
+	return ep.AttemptKey(op, attempt)
 }
+
+// effectPolicies are the kinds' policies, one copy each, so an operation
+// keeps a pointer (8 bytes) rather than the policy.
+var effectPolicies = func() map[domain.OperationKind]*domain.EffectPolicy {
+	out := map[domain.OperationKind]*domain.EffectPolicy{}
+	for _, k := range domain.Kinds() {
+		p, _ := domain.PolicyOf(k)
+		out[k] = &p
+	}
+	return out
+}()
+
+// refundPolicy is the policy of an operation whose kind is not known (its
+// OperationRequested is missing: S3 says so).
+var refundPolicy = effectPolicies[domain.KindRefund]
 
 // decisionRec is the latest decision of an operation.
 type decisionRec struct {
 	id      idHash
 	attempt int
+	uses    int32
 	allowed bool
 	policy  keyPolicy
 	version int64
 }
 
-// capRec is one capability: 40 bytes.
+// capRec is one capability: 48 bytes.
 type capRec struct {
 	decision idHash
 	expires  int64 // unix nanoseconds
 	version  int64 // where it was issued, then where it was consumed or revoked
 	attempt  int32
+	uses     int32 // the uses it was issued with
+	claims   int32 // the claims it had
 	state    capState
 	policy   keyPolicy // its decision's, when that was the latest at issue
 }
@@ -126,9 +146,15 @@ type unknownSince struct {
 }
 
 // operationState is everything Verify keeps about one operation stream:
-// about 200 bytes, plus an idMap entry per capability (40 bytes), execution
-// (56) and presented message (8).
+// about 240 bytes, plus an idMap entry per capability (48 bytes), execution
+// (56) and presented message (8), and, for a kind of bounded use, the hash
+// of each execution's provider key (8).
 type operationState struct {
+	// effect is the operation's effect policy (refundPolicy until its
+	// OperationRequested says otherwise).
+	effect       *domain.EffectPolicy
+	keys         idSet // provider keys of its executions (bounded use only)
+	lastCap      idHash
 	version      int64 // last stream version seen (-1: none)
 	amount       int64
 	orderTotal   int64
@@ -139,13 +165,23 @@ type operationState struct {
 	duplicated   idSet // message ids recorded as duplicate deliveries
 	lastAttempt  int   // highest attempt that has an execution
 	openExecs    int32 // Executing, Unknown or Escalated
-	blockingExec int32 // open or Completed
+	blockingExec int32 // open or Completed (single use), open (bounded use)
 	requested    bool
 	unrequested  bool // an event before OperationRequested was reported
 	decided      bool
 }
 
-func newOperationState() *operationState { return &operationState{version: -1} }
+func newOperationState() *operationState { return &operationState{version: -1, effect: refundPolicy} }
+
+// blocks: an execution in state s keeps a new one of this operation from
+// opening: every state but NotApplied for a single-use kind (invariant 3),
+// the open ones for a kind of bounded use (one open at a time).
+func (st *operationState) blocks(s execState) bool {
+	if st.effect.Repeats {
+		return s.open()
+	}
+	return s.blocks()
+}
 
 // firstBlocker returns the first execution that forbids a new one, or nil.
 func (st *operationState) firstBlocker() *execRec {
@@ -153,7 +189,7 @@ func (st *operationState) firstBlocker() *execRec {
 		return nil
 	}
 	for i := range st.execs.entries {
-		if x := &st.execs.entries[i].val; x.state.blocks() {
+		if x := &st.execs.entries[i].val; st.blocks(x.state) {
 			return x
 		}
 	}

@@ -13,26 +13,39 @@ import (
 func describe(e domain.Event) (TimelineRow, bool) {
 	switch ev := e.(type) {
 	case domain.OperationRequested:
+		if ev.Kind == domain.KindExportDownload {
+			return TimelineRow{Time: ev.RequestedAt, Actor: ev.RequestedBy,
+				Detail: fmt.Sprintf("%s of export %s, correlation %s", ev.Kind, ev.ExportID, ev.CorrelationID)}, true
+		}
 		d := fmt.Sprintf("refund of %s on order %s, correlation %s", money(ev.AmountMinor, ev.Currency), ev.OrderID, ev.CorrelationID)
 		if ev.OrderTotalMinor > 0 {
 			d += ", order total " + money(ev.OrderTotalMinor, ev.Currency)
 		}
 		return TimelineRow{Time: ev.RequestedAt, Actor: ev.RequestedBy, Detail: d}, true
 	case domain.Decided:
+		if ev.ExportFacts != nil {
+			return TimelineRow{Time: ev.DecidedAt, Outcome: string(ev.Verdict), Reason: strings.Join(ev.Reasons, ","),
+				Detail: fmt.Sprintf("decision %s for attempt %d, %s, provider keys %s-u1..u%d (%s), %s, approver %s, facts export_ready=%t",
+					ev.DecisionID, ev.Attempt, uses(ev.Uses), ev.IdempotencyKey, ev.Uses, ev.KeyPolicy, ev.PolicyVersion, ev.Approver, ev.ExportFacts.ExportReady)}, true
+		}
 		return TimelineRow{Time: ev.DecidedAt, Outcome: string(ev.Verdict), Reason: strings.Join(ev.Reasons, ","),
 			Detail: fmt.Sprintf("decision %s for attempt %d, provider key %s (%s), %s, approver %s (limit %d), facts %s",
 				ev.DecisionID, ev.Attempt, ev.IdempotencyKey, ev.KeyPolicy, ev.PolicyVersion, ev.Approver, ev.ApprovalLimit, facts(ev.Facts))}, true
 	case domain.CapabilityIssued:
 		return TimelineRow{Time: ev.IssuedAt, Capability: ev.CapabilityID, Outcome: string(domain.CapIssued),
-			Detail: fmt.Sprintf("single use, attempt %d under %s, expires %s", ev.Attempt, ev.DecisionID, stamp(ev.ExpiresAt))}, true
+			Detail: fmt.Sprintf("%s, attempt %d under %s, expires %s", uses(ev.Uses), ev.Attempt, ev.DecisionID, stamp(ev.ExpiresAt))}, true
 	case domain.CapabilityRevoked:
 		return TimelineRow{Time: ev.RevokedAt, Capability: ev.CapabilityID, Outcome: string(domain.CapRevoked),
 			Actor: ev.RevokedBy, Detail: ev.Reason}, true
 	case domain.Claimed:
+		consumed := "capability consumed"
+		if ev.Kind == domain.KindExportDownload {
+			consumed = fmt.Sprintf("use %d of the capability consumed", ev.Use)
+		}
 		return TimelineRow{Time: ev.ClaimedAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Message: ev.MessageID,
 			Capability: ev.CapabilityID, Outcome: string(domain.ExecExecuting),
-			Detail: fmt.Sprintf("capability consumed for attempt %d, lease until %s, provider key %s",
-				ev.Attempt, stamp(ev.LeaseExpiresAt), ev.IdempotencyKey)}, true
+			Detail: fmt.Sprintf("%s for attempt %d, lease until %s, provider key %s",
+				consumed, ev.Attempt, stamp(ev.LeaseExpiresAt), ev.IdempotencyKey)}, true
 	case domain.DeliveryDuplicated:
 		d := "message seen before on this operation; nothing executed, no state changed"
 		if ev.ExecutionID != "" {
@@ -118,6 +131,14 @@ func facts(f domain.Facts) string {
 		s += fmt.Sprintf(" order_total=%d", f.OrderTotalMinor)
 	}
 	return s
+}
+
+// uses says how many uses authority has: "single use", "3 uses".
+func uses(n int) string {
+	if n <= 1 {
+		return "single use"
+	}
+	return fmt.Sprintf("%d uses", n)
 }
 
 // stamp renders a time inside a detail, in UTC.

@@ -244,10 +244,10 @@ func (v *verifier) setState(x *execRec, to execState) {
 			}
 		}
 	}
-	if from.blocks() && from != 0 {
+	if from != 0 && st.blocks(from) {
 		st.blockingExec--
 	}
-	if to.blocks() {
+	if st.blocks(to) {
 		st.blockingExec++
 	}
 	if !to.open() {
