@@ -255,8 +255,8 @@ func (o *Operation) boundedStatus() OperationStatus {
 	if c := o.LatestCapability(); c == nil || c.UsesLeft() > 0 {
 		return OpAuthorized
 	}
-	if cur := o.CurrentExecution(); cur != nil {
-		return OperationStatus(cur.State)
+	if cur := o.CurrentExecution(); cur != nil && cur.Attempt >= d.Attempt {
+		return OperationStatus(cur.State) // Completed or NotApplied: the last use's
 	}
 	return OpAuthorized
 }

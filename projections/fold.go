@@ -97,7 +97,8 @@ func (m *batchModel) foldOperation(d decodedEvent) error {
 			return corrupt(d, "operation %s requested twice", d.op)
 		}
 		o = &operationRow{
-			ID: d.op, OrderID: req.OrderID, AmountMinor: req.AmountMinor, Currency: req.Currency,
+			ID: d.op, Kind: string(kindOrRefund(req.Kind)), ExportID: req.ExportID,
+			OrderID: req.OrderID, AmountMinor: req.AmountMinor, Currency: req.Currency,
 			OrderTotalMinor: req.OrderTotalMinor, CorrelationID: string(req.CorrelationID), RequestedBy: req.RequestedBy,
 			CreatedAt: req.RequestedAt, UpdatedAt: req.RequestedAt, ProjectionIncomplete: m.incomplete[d.op], change: created,
 		}
@@ -117,13 +118,19 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 	switch ev := d.event.(type) {
 	case domain.Decided:
 		o.DecisionID, o.Verdict, o.Attempt, o.UpdatedAt = string(ev.DecisionID), string(ev.Verdict), int32(ev.Attempt), ev.DecidedAt
+		o.UsesLeft = 0 // a new decision supersedes the uses of the one before
 	case domain.CapabilityIssued:
 		if m.caps[string(ev.CapabilityID)] != nil {
 			return corrupt(d, "capability %s issued twice", ev.CapabilityID)
 		}
+		uses := int32(max(ev.Uses, 1))
 		m.caps[string(ev.CapabilityID)] = &capabilityRow{
 			ID: string(ev.CapabilityID), OperationID: d.op, DecisionID: string(ev.DecisionID), Attempt: int32(ev.Attempt),
-			State: string(domain.CapIssued), IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, LastEventSeq: d.seq, change: created,
+			State: string(domain.CapIssued), IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, Uses: uses, UsesLeft: uses,
+			LastEventSeq: d.seq, change: created,
+		}
+		if string(ev.DecisionID) == o.DecisionID {
+			o.UsesLeft += uses
 		}
 		o.UpdatedAt = ev.IssuedAt
 	case domain.CapabilityRevoked:
@@ -131,6 +138,10 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 		if err != nil {
 			return err
 		}
+		if c.DecisionID == o.DecisionID {
+			o.UsesLeft = max(o.UsesLeft-c.UsesLeft, 0)
+		}
+		c.UsesLeft = 0
 		c.State, c.RevokedAt, c.RevokeReason, c.RevokedBy = string(domain.CapRevoked), ev.RevokedAt, ev.Reason, cmp.Or(ev.RevokedBy, d.actor)
 		c.LastEventSeq = d.seq
 		touch(&c.change)
@@ -172,17 +183,27 @@ func (m *batchModel) foldClaimed(d decodedEvent, o *operationRow, ev domain.Clai
 		return err
 	}
 	if c.State == string(domain.CapConsumed) {
-		return corrupt(d, "capability %s consumed twice", ev.CapabilityID)
+		return corrupt(d, "capability %s consumed beyond its %d uses", ev.CapabilityID, c.Uses)
 	}
 	if m.execs[string(ev.ExecutionID)] != nil {
 		return corrupt(d, "execution %s claimed twice", ev.ExecutionID)
 	}
-	c.State, c.ConsumedByMessageID, c.ConsumedAt, c.ExecutionID = string(domain.CapConsumed), string(ev.MessageID), ev.ClaimedAt, string(ev.ExecutionID)
+	c.UsesClaimed++
+	if c.State == string(domain.CapIssued) {
+		if c.DecisionID == o.DecisionID && c.UsesLeft > 0 {
+			o.UsesLeft = max(o.UsesLeft-1, 0)
+		}
+		c.UsesLeft = max(c.Uses-c.UsesClaimed, 0)
+	}
+	if c.UsesClaimed >= c.Uses || c.State != string(domain.CapIssued) {
+		c.State, c.UsesLeft = string(domain.CapConsumed), 0
+	}
+	c.ConsumedByMessageID, c.ConsumedAt, c.ExecutionID = string(ev.MessageID), ev.ClaimedAt, string(ev.ExecutionID)
 	c.LastEventSeq = d.seq
 	touch(&c.change)
 	m.execs[string(ev.ExecutionID)] = &executionRow{
 		ID: string(ev.ExecutionID), OperationID: d.op, CapabilityID: string(ev.CapabilityID), MessageID: string(ev.MessageID),
-		WorkerID: ev.WorkerID, Attempt: int32(ev.Attempt), State: string(domain.ExecExecuting), LeaseEpoch: ev.LeaseEpoch,
+		WorkerID: ev.WorkerID, Attempt: int32(ev.Attempt), Use: int32(max(ev.Use, 1)), State: string(domain.ExecExecuting), LeaseEpoch: ev.LeaseEpoch,
 		LeaseExpiresAt: ev.LeaseExpiresAt, IdempotencyKey: string(ev.IdempotencyKey), StartedAt: ev.ClaimedAt,
 		LastEventSeq: d.seq, change: created,
 	}
@@ -300,7 +321,24 @@ func rejectedEvidence(d decodedEvent, ev domain.PresentationRejected, opID strin
 // from its latest decision and its current execution. Invariant 3 makes that
 // enough: an execution opens only when every earlier one is NotApplied, so
 // the one execution that can block (or be Completed) is the current one.
+// For a kind of bounded use, at most one execution is open at a time, so
+// the one that can be open is the current one too; once it ended, the
+// operation is Authorized while the latest decision has uses left.
 func operationState(o *operationRow, cur *executionRow) string {
+	if p, _ := domain.PolicyOf(domain.OperationKind(o.Kind)); p.Repeats {
+		switch {
+		case cur != nil && domain.ExecutionState(cur.State).Open():
+			return cur.State
+		case o.Verdict == "":
+			return string(domain.OpRequested)
+		case o.Verdict == string(domain.Denied):
+			return string(domain.OpDenied)
+		case o.UsesLeft == 0 && cur != nil && cur.Attempt >= o.Attempt:
+			return cur.State // Completed or NotApplied: the last use's
+		default:
+			return string(domain.OpAuthorized)
+		}
+	}
 	switch {
 	case cur != nil && cur.State != string(domain.ExecNotApplied):
 		return cur.State // Executing, Unknown, Escalated or Completed
@@ -313,6 +351,14 @@ func operationState(o *operationRow, cur *executionRow) string {
 	default:
 		return string(domain.OpAuthorized)
 	}
+}
+
+// kindOrRefund is the kind an event states ("": a refund, as before kinds).
+func kindOrRefund(k domain.OperationKind) domain.OperationKind {
+	if k == "" {
+		return domain.KindRefund
+	}
+	return k
 }
 
 // changedRows returns the rows folding created and those it updated, each

@@ -220,6 +220,27 @@ func (e *env) request(id string, amount int64) *op {
 	return o
 }
 
+// requestExport requests an export download of export EXP-<id>.
+func (e *env) requestExport(id string) *op {
+	e.t.Helper()
+	o := &op{e: e, id: domain.OperationID(id), secrets: map[domain.ExecutionID]string{}}
+	_, err := e.h.RequestOperation(e.t.Context(), domain.RequestOperation{
+		OperationID: o.id, Kind: domain.KindExportDownload, ExportID: "EXP-" + id,
+		CorrelationID: domain.CorrelationID("COR-" + id), RequestedBy: "agent-7",
+	}, ledger.Cause{Actor: "agent-7"})
+	require.NoError(e.t, err)
+	return o
+}
+
+// allowDownloads decides uses downloads Allowed and issues their capability.
+func (o *op) allowDownloads(uses int) domain.CapabilityID {
+	o.e.t.Helper()
+	_, c, err := o.e.h.DecideAndIssue(o.e.t.Context(), o.id, domain.Decide{Approver: "agent-7", ExportFacts: domain.ExportFacts{ExportReady: true}, Uses: uses},
+		domain.IssueCapability{}, ledger.Cause{Actor: "agent-7"})
+	require.NoError(o.e.t, err)
+	return c.CapabilityID
+}
+
 func (o *op) decide(facts domain.Facts) domain.Decided {
 	o.e.t.Helper()
 	d, _, err := o.e.h.Decide(o.e.t.Context(), o.id, domain.Decide{Approver: "agent-7", ApprovalLimitMinor: 50_000, Facts: facts}, ledger.Cause{Actor: "agent-7"})
@@ -340,6 +361,19 @@ func (e *env) world() []*op {
 	f.revoke(f.issue())
 	expiring := f.issue()
 
+	xp := e.requestExport("OP-X") // an export download of 3 uses: one Completed, one Unknown then reconciled, one left
+	capX := xp.allowDownloads(3)
+	x1 := xp.claim("MSG-X1", capX).ExecutionID
+	xp.record(x1, domain.Completed, "dl_X1")
+	x2 := xp.claim("MSG-X2", capX).ExecutionID
+	xp.record(x2, domain.Unknown, "")
+	xp.claim("MSG-X3", capX) // refused: use 2's outcome is unknown, and the use is not spent
+	yp := e.requestExport("OP-Y") // an export download of 1 use, NotApplied, then its replay
+	capY := yp.allowDownloads(1)
+	xp1 := yp.claim("MSG-Y1", capY).ExecutionID
+	yp.record(xp1, domain.NotApplied, "")
+	yp.claim("MSG-Y2", capY) // AlreadyConsumed: the NotApplied use was spent
+
 	den := e.request("OP-E", 90_000) // over the approval limit: denied
 	den.decide(okFacts)
 	e.request("OP-H", 1_000) // requested only
@@ -358,8 +392,9 @@ func (e *env) world() []*op {
 	f.claim("MSG-F1", expiring) // expired
 	e.clock.Advance(20 * time.Minute)
 	b.reconcile(xb, domain.Completed, "re_B")
+	xp.reconcile(x2, domain.Completed, "dl_X2")
 	c.escalate(xc)
-	return []*op{a, b, c, g, d, f, den, {e: e, id: "OP-H"}}
+	return []*op{a, b, c, g, d, f, xp, yp, den, {e: e, id: "OP-H"}}
 }
 
 func (e *env) capabilityOf(o *op, x domain.ExecutionID) domain.CapabilityID {

@@ -38,6 +38,19 @@ func TestProjectionAgreesWithDomain(t *testing.T) {
 	e.requireDelivery("MSG-B2", "OP-B", "OperationNotExecutable", 1)
 	e.requireDelivery("MSG-F1", "OP-F", "Expired", 1)
 	e.requireDelivery("MSG-X", "OP-NOPE", "Invalid", 2)
+	e.requireDelivery("MSG-X3", "OP-X", "OperationNotExecutable", 1)
+	e.requireDelivery("MSG-Y2", "OP-Y", "AlreadyConsumed", 1)
+
+	// Bounded use: uses counted per capability and per operation.
+	require.Equal(t, int64(1), e.count(e.schema, `SELECT count(*) FROM %s.operations WHERE id = 'OP-X' AND kind = 'export-download' AND export_id = 'EXP-OP-X' AND order_id IS NULL AND amount_minor IS NULL AND currency IS NULL AND uses_left = 1 AND state = 'Authorized'`))
+	require.Equal(t, int64(1), e.count(e.schema, `SELECT count(*) FROM %s.capabilities WHERE operation_id = 'OP-X' AND uses = 3 AND uses_claimed = 2 AND uses_left = 1 AND state = 'Issued'`))
+	require.Equal(t, int64(2), e.count(e.schema, `SELECT count(*) FROM %s.executions WHERE operation_id = 'OP-X' AND use IN (1, 2) AND state = 'Completed'`))
+	require.Equal(t, int64(1), e.count(e.schema, `SELECT count(*) FROM %s.capabilities WHERE operation_id = 'OP-Y' AND uses = 1 AND uses_claimed = 1 AND uses_left = 0 AND state = 'Consumed'`))
+	require.Equal(t, int64(1), e.count(e.schema, `SELECT count(*) FROM %s.operations WHERE id = 'OP-Y' AND uses_left = 0 AND state = 'NotApplied'`))
+	require.Equal(t, int64(1), e.count(e.schema, `SELECT count(*) FROM %s.evidence WHERE replay_suspected AND message_id = 'MSG-Y2' AND NOT execution_attempted`))
+	require.Equal(t, int64(1), e.count(e.schema, `SELECT count(*) FROM %s.capabilities_now WHERE operation_id = 'OP-X' AND state = 'Expired' AND uses_left = 0`),
+		"an expired capability has no use left")
+	require.Zero(t, e.count(e.schema, `SELECT count(*) FROM %s.operations WHERE kind = 'refund' AND (order_id IS NULL OR amount_minor IS NULL OR currency IS NULL)`))
 
 	// Evidence: every rejection, duplicate and refused write, once.
 	require.Equal(t, e.countEvents(domain.TypePresentationRejected, domain.TypeDeliveryDuplicated, domain.TypeWriteRefused),
@@ -71,10 +84,14 @@ func (e *env) requireOperationMatches(s *domain.Operation) {
 		createdAt, updatedAt   time.Time
 		orderID, correlationID string
 		amount                 int64
+		kind, exportID         string
+		usesLeft               int
 	)
 	err := e.pool.QueryRow(ctx, e.q(e.schema, `SELECT state, coalesce(verdict, ''), coalesce(current_execution_id, ''), attempt,
-execution_count, version, created_at, updated_at, order_id, correlation_id, amount_minor FROM %s.operations WHERE id = $1`), string(s.ID)).
-		Scan(&state, &verdict, &cur, &attempt, &executions, &version, &createdAt, &updatedAt, &orderID, &correlationID, &amount)
+execution_count, version, created_at, updated_at, coalesce(order_id, ''), correlation_id, coalesce(amount_minor, 0), kind,
+coalesce(export_id, ''), uses_left FROM %s.operations WHERE id = $1`), string(s.ID)).
+		Scan(&state, &verdict, &cur, &attempt, &executions, &version, &createdAt, &updatedAt, &orderID, &correlationID, &amount,
+			&kind, &exportID, &usesLeft)
 	require.NoError(e.t, err, s.ID)
 	require.Equal(e.t, string(s.Status()), state, "%s state", s.ID)
 	require.Equal(e.t, s.Version, version, "%s version", s.ID)
@@ -83,6 +100,17 @@ execution_count, version, created_at, updated_at, order_id, correlation_id, amou
 	require.Equal(e.t, s.OrderID, orderID)
 	require.Equal(e.t, string(s.CorrelationID), correlationID)
 	require.Equal(e.t, s.AmountMinor, amount)
+	require.Equal(e.t, string(s.Kind), kind)
+	require.Equal(e.t, s.ExportID, exportID)
+	left := 0
+	if d, ok := s.LatestDecision(); ok {
+		for _, c := range s.Capabilities {
+			if c.DecisionID == d.ID {
+				left += c.UsesLeft()
+			}
+		}
+	}
+	require.Equal(e.t, left, usesLeft, "%s uses left", s.ID)
 	require.Len(e.t, s.Executions, executions, "%s executions", s.ID)
 	if d, ok := s.LatestDecision(); ok {
 		require.Equal(e.t, string(d.Verdict), verdict)
@@ -100,13 +128,13 @@ execution_count, version, created_at, updated_at, order_id, correlation_id, amou
 		var (
 			st, ref, capID, msg, key string
 			epoch                    int64
-			att                      int
+			att, use                 int
 			lease, started           time.Time
 			ended                    *time.Time
 		)
 		err := e.pool.QueryRow(ctx, e.q(e.schema, `SELECT state, coalesce(provider_reference, ''), capability_id, message_id, idempotency_key,
-lease_epoch, attempt, lease_expires_at, started_at, ended_at FROM %s.executions WHERE id = $1 AND operation_id = $2`), string(x.ID), string(s.ID)).
-			Scan(&st, &ref, &capID, &msg, &key, &epoch, &att, &lease, &started, &ended)
+lease_epoch, attempt, lease_expires_at, started_at, ended_at, use FROM %s.executions WHERE id = $1 AND operation_id = $2`), string(x.ID), string(s.ID)).
+			Scan(&st, &ref, &capID, &msg, &key, &epoch, &att, &lease, &started, &ended, &use)
 		require.NoError(e.t, err, x.ID)
 		require.Equal(e.t, string(x.State), st, "%s state", x.ID)
 		require.Equal(e.t, x.ProviderReference, ref)
@@ -115,6 +143,7 @@ lease_epoch, attempt, lease_expires_at, started_at, ended_at FROM %s.executions 
 		require.Equal(e.t, string(x.IdempotencyKey), key)
 		require.Equal(e.t, x.LeaseEpoch, epoch, "%s epoch", x.ID)
 		require.Equal(e.t, x.Attempt, att)
+		require.Equal(e.t, x.Use, use, "%s use", x.ID)
 		require.True(e.t, x.LeaseExpiresAt.Equal(lease), "%s lease", x.ID)
 		require.True(e.t, x.StartedAt.Equal(started))
 		if x.EndedAt.IsZero() {
@@ -131,15 +160,19 @@ lease_epoch, attempt, lease_expires_at, started_at, ended_at FROM %s.executions 
 			consumed *time.Time
 			expires  time.Time
 			att      int
+			uses     int
+			claimed  int
+			left     int
 		)
-		err := e.pool.QueryRow(ctx, e.q(e.schema, `SELECT state, coalesce(consumed_by_message_id, ''), consumed_at, expires_at, attempt
-FROM %s.capabilities WHERE id = $1`), string(c.ID)).Scan(&st, &by, &consumed, &expires, &att)
+		err := e.pool.QueryRow(ctx, e.q(e.schema, `SELECT state, coalesce(consumed_by_message_id, ''), consumed_at, expires_at, attempt,
+uses, uses_claimed, uses_left FROM %s.capabilities WHERE id = $1`), string(c.ID)).Scan(&st, &by, &consumed, &expires, &att, &uses, &claimed, &left)
 		require.NoError(e.t, err, c.ID)
 		require.Equal(e.t, string(c.State), st, "%s state", c.ID)
 		require.Equal(e.t, string(c.ConsumedBy), by)
 		require.Equal(e.t, c.Attempt, att)
 		require.True(e.t, c.ExpiresAt.Equal(expires))
 		require.Equal(e.t, !c.ConsumedAt.IsZero(), consumed != nil)
+		require.Equal(e.t, []int{c.Uses, c.Claims, c.UsesLeft()}, []int{uses, claimed, left}, "%s uses, claimed, left", c.ID)
 	}
 }
 

@@ -28,10 +28,12 @@ func touch(c *rowChange) {
 }
 
 type operationRow struct {
-	ID                 string    `json:"id"`
-	OrderID            string    `json:"order_id"`
-	AmountMinor        int64     `json:"amount_minor"`
-	Currency           string    `json:"currency"`
+	ID string `json:"id"`
+	// OrderID, AmountMinor and Currency are a refund's; NULL for another
+	// kind (003).
+	OrderID            string    `json:"order_id,omitempty"`
+	AmountMinor        int64     `json:"amount_minor,omitempty"`
+	Currency           string    `json:"currency,omitempty"`
 	OrderTotalMinor    int64     `json:"order_total_minor,omitempty"` // 0: not known when requested
 	CorrelationID      string    `json:"correlation_id"`
 	RequestedBy        string    `json:"requested_by,omitempty"`
@@ -47,7 +49,12 @@ type operationRow struct {
 	LastEventSeq       int64     `json:"last_event_seq"`
 	// ProjectionIncomplete: an event of the operation was skipped (002).
 	ProjectionIncomplete bool `json:"projection_incomplete"`
-	change               rowChange
+	// Kind, ExportID and UsesLeft (003): the operation's kind, an export
+	// download's export, the uses left under the latest decision.
+	Kind     string `json:"kind"`
+	ExportID string `json:"export_id,omitempty"`
+	UsesLeft int32  `json:"uses_left"`
+	change   rowChange
 }
 
 type executionRow struct {
@@ -72,7 +79,9 @@ type executionRow struct {
 	EscalationReason  string    `json:"escalation_reason,omitempty"`
 	EscalationDetail  string    `json:"escalation_detail,omitempty"`
 	LastEventSeq      int64     `json:"last_event_seq"`
-	change            rowChange
+	// Use is which use of its capability the execution is (003).
+	Use    int32 `json:"use"`
+	change rowChange
 }
 
 type capabilityRow struct {
@@ -90,7 +99,11 @@ type capabilityRow struct {
 	RevokeReason        string    `json:"revoke_reason,omitempty"`
 	RevokedBy           string    `json:"revoked_by,omitempty"`
 	LastEventSeq        int64     `json:"last_event_seq"`
-	change              rowChange
+	// Uses, UsesClaimed and UsesLeft count the capability's uses (003).
+	Uses        int32 `json:"uses"`
+	UsesClaimed int32 `json:"uses_claimed"`
+	UsesLeft    int32 `json:"uses_left"`
+	change      rowChange
 }
 
 type deliveryKey struct {
@@ -200,10 +213,10 @@ func (r *skippedRow) normalize()        { us(&r.SkippedAt) }
 // table's copy columns (statements.go), for COPY.
 
 func (r *operationRow) copyValues() []any {
-	return []any{r.ID, r.OrderID, r.AmountMinor, r.Currency, nullInt(r.OrderTotalMinor), r.CorrelationID,
+	return []any{r.ID, nullText(r.OrderID), nullInt(r.AmountMinor), nullText(r.Currency), nullInt(r.OrderTotalMinor), r.CorrelationID,
 		nullText(r.RequestedBy), r.State, r.Attempt, nullText(r.DecisionID), nullText(r.Verdict),
 		nullText(r.CurrentExecutionID), r.ExecutionCount, r.CreatedAt, r.UpdatedAt, r.Version, r.LastEventSeq,
-		r.ProjectionIncomplete}
+		r.ProjectionIncomplete, r.Kind, nullText(r.ExportID), r.UsesLeft}
 }
 
 func (r *executionRow) copyValues() []any {
@@ -211,13 +224,13 @@ func (r *executionRow) copyValues() []any {
 		r.LeaseEpoch, r.LeaseExpiresAt, r.IdempotencyKey, nullText(r.Outcome), nullText(r.OutcomeSource),
 		nullText(r.ProviderReference), r.StartedAt, nullTime(r.EndedAt), nullTime(r.UnknownSince),
 		nullText(r.UnknownCause), nullTime(r.EscalatedAt), nullText(r.EscalationReason),
-		nullText(r.EscalationDetail), r.LastEventSeq}
+		nullText(r.EscalationDetail), r.LastEventSeq, r.Use}
 }
 
 func (r *capabilityRow) copyValues() []any {
 	return []any{r.ID, r.OperationID, r.DecisionID, r.Attempt, r.State, r.IssuedAt, r.ExpiresAt,
 		nullText(r.ConsumedByMessageID), nullTime(r.ConsumedAt), nullText(r.ExecutionID), nullTime(r.RevokedAt),
-		nullText(r.RevokeReason), nullText(r.RevokedBy), r.LastEventSeq}
+		nullText(r.RevokeReason), nullText(r.RevokedBy), r.LastEventSeq, r.Uses, r.UsesClaimed, r.UsesLeft}
 }
 
 func (r *deliveryRow) copyValues() []any {

@@ -76,14 +76,14 @@ ON CONFLICT (%[3]s) DO NOTHING`
 var (
 	operationColumns = []string{"order_id", "amount_minor", "currency", "order_total_minor", "correlation_id",
 		"requested_by", "state", "attempt", "decision_id", "verdict", "current_execution_id", "execution_count",
-		"created_at", "updated_at", "version", "last_event_seq", "projection_incomplete"}
+		"created_at", "updated_at", "version", "last_event_seq", "projection_incomplete", "kind", "export_id", "uses_left"}
 	executionColumns = []string{"operation_id", "capability_id", "message_id", "worker_id", "attempt", "state",
 		"lease_epoch", "lease_expires_at", "idempotency_key", "outcome", "outcome_source", "provider_reference",
 		"started_at", "ended_at", "unknown_since", "unknown_cause", "escalated_at", "escalation_reason",
-		"escalation_detail", "last_event_seq"}
+		"escalation_detail", "last_event_seq", "use"}
 	capabilityColumns = []string{"operation_id", "decision_id", "attempt", "state", "issued_at", "expires_at",
 		"consumed_by_message_id", "consumed_at", "execution_id", "revoked_at", "revoke_reason", "revoked_by",
-		"last_event_seq"}
+		"last_event_seq", "uses", "uses_claimed", "uses_left"}
 	deliveryColumns = []string{"first_seen_at", "last_seen_at", "times_seen", "result", "reason", "capability_id",
 		"last_event_seq"}
 )
