@@ -367,7 +367,7 @@ func (e *env) world() []*op {
 	xp.record(x1, domain.Completed, "dl_X1")
 	x2 := xp.claim("MSG-X2", capX).ExecutionID
 	xp.record(x2, domain.Unknown, "")
-	xp.claim("MSG-X3", capX) // refused: use 2's outcome is unknown, and the use is not spent
+	xp.claim("MSG-X3", capX)      // refused: use 2's outcome is unknown, and the use is not spent
 	yp := e.requestExport("OP-Y") // an export download of 1 use, NotApplied, then its replay
 	capY := yp.allowDownloads(1)
 	xp1 := yp.claim("MSG-Y1", capY).ExecutionID
