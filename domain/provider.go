@@ -37,12 +37,17 @@ type RefundRequest struct {
 	IdempotencyKey IdempotencyKey
 }
 
-// RefundResult is a provider call classified into an Outcome.
-type RefundResult struct {
+// EffectResult is an executor's call (a refund, an export delivery)
+// classified into an Outcome.
+type EffectResult struct {
 	Outcome           Outcome
-	ProviderReference string // the provider's refund id, when it gave one
+	ProviderReference string // the provider's id of the effect (a refund, a delivery), when it gave one
 	Detail            string // why, in words: status code, error class, provider message
 }
+
+// RefundResult is the EffectResult of a refund (the Provider port's name
+// for it).
+type RefundResult = EffectResult
 
 // EffectState is what a provider's read says of one effect, in the model's
 // words. An adapter maps its provider's statuses onto these four; the model
@@ -81,7 +86,10 @@ type ProviderEffect struct {
 	State          EffectState
 	AmountMinor    int64
 	Currency       string
-	CreatedAt      time.Time
+	// ExportID is the export an export delivery delivered (empty for a
+	// refund, or when the answer does not carry it).
+	ExportID  string
+	CreatedAt time.Time
 	// Detail is the provider's own words: its status, a failure reason.
 	// Hostile text: quote it escaped (EvidenceText).
 	Detail string

@@ -31,13 +31,25 @@ var _ domain.Provider = (*Client)(nil)
 // New validates cfg, fills its defaults and returns a client.
 func New(cfg Config) (*Client, error) {
 	cfg.setDefaults()
-	base, err := cfg.validate()
-	if err != nil {
-		return nil, err
+	if cfg.Profile.API == APIExports {
+		return nil, fmt.Errorf("provider client config: profile %s is the export-delivery service's: use NewExportClient", cfg.Profile.Name)
 	}
 	w, err := newWire(cfg.Profile)
 	if err != nil {
+		if _, verr := cfg.validate(); verr != nil {
+			return nil, verr
+		}
 		return nil, fmt.Errorf("provider client config: %w", err)
+	}
+	return newClient(cfg, w, "provider-client")
+}
+
+// newClient validates cfg (its defaults filled) and returns a client
+// speaking through w.
+func newClient(cfg Config, w wire, component string) (*Client, error) {
+	base, err := cfg.validate()
+	if err != nil {
+		return nil, err
 	}
 	hc := *cfg.HTTPClient // a copy: the caller's client is not modified
 	hc.Timeout = 0        // the per-send timeout is applied through the request context
@@ -48,7 +60,7 @@ func New(cfg Config) (*Client, error) {
 		baseURL: baseURL(base),
 		wire:    w,
 		profile: cfg.Profile,
-		log:     cfg.Logger.With("component", "provider-client", "provider", base.Host, "profile", cfg.Profile.Name),
+		log:     cfg.Logger.With("component", component, "provider", base.Host, "profile", cfg.Profile.Name),
 	}, nil
 }
 
@@ -75,7 +87,23 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 		header[k] = vs
 	}
 	target := c.target(path)
+	sends, stop := c.sendAll(ctx, Send{Kind: SendCreate, OperationID: req.OperationID, IdempotencyKey: req.IdempotencyKey}, func() sendResult {
+		return c.sendCreate(ctx, req, target, body, header)
+	})
+	result := conclude(sends, stop)
+	c.log.LogAttrs(ctx, slog.LevelInfo, "refund request classified",
+		slog.String("operation_id", string(req.OperationID)), slog.String("idempotency_key", string(req.IdempotencyKey)),
+		slog.Int("sends", len(sends)), slog.String("outcome", string(result.Outcome)),
+		slog.String("reference", result.ProviderReference), slog.String("detail", result.Detail))
+	return result
+}
 
+// sendAll makes the sends of one call: send at most MaxAttempts times,
+// backing off between sends, until one is Completed or not worth
+// resending, never starting one once ctx is done; each is reported as s.
+// It returns the sends and, when it stopped for another reason than an
+// answer, why (for conclude).
+func (c *Client) sendAll(ctx context.Context, s Send, send func() sendResult) ([]sendResult, string) {
 	sends := make([]sendResult, 0, c.cfg.MaxAttempts)
 	stop := ""
 	for attempt := 1; attempt <= c.cfg.MaxAttempts; attempt++ {
@@ -93,12 +121,11 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 			c.plantFreshKey(header, req, attempt)
 		}
 		start := c.cfg.Now()
-		r := c.sendCreate(ctx, req, target, body, header)
-		c.report(ctx, Send{
-			Kind: SendCreate, OperationID: req.OperationID, IdempotencyKey: req.IdempotencyKey, Attempt: attempt,
-			Outcome: r.outcome, StatusCode: r.status, Replayed: r.replayed, Retryable: r.retryable, Detail: r.detail,
-			Latency: c.cfg.Now().Sub(start),
-		})
+		r := send()
+		sent := s
+		sent.Attempt, sent.Outcome, sent.StatusCode, sent.Replayed, sent.Retryable, sent.Detail = attempt, r.outcome, r.status, r.replayed, r.retryable, r.detail
+		sent.Latency = c.cfg.Now().Sub(start)
+		c.report(ctx, sent)
 		sends = append(sends, r)
 		if r.outcome == domain.Completed || !r.retryable {
 			break
@@ -107,12 +134,7 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 			stop = fmt.Sprintf("gave up after %d sends", attempt)
 		}
 	}
-	result := conclude(sends, stop)
-	c.log.LogAttrs(ctx, slog.LevelInfo, "refund request classified",
-		slog.String("operation_id", string(req.OperationID)), slog.String("idempotency_key", string(req.IdempotencyKey)),
-		slog.Int("sends", len(sends)), slog.String("outcome", string(result.Outcome)),
-		slog.String("reference", result.ProviderReference), slog.String("detail", result.Detail))
-	return result
+	return sends, stop
 }
 
 // plantFreshKey is the planted bug simbug.FreshKeyPerResend (reached only

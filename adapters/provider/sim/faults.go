@@ -106,6 +106,18 @@ func (s *Simulator) ArmedFaults() []Fault {
 	return slices.Clone(s.faults)
 }
 
+// takeFaultOfLocked is takeFaultLocked for the armed faults of the given
+// kinds only (the export-delivery service's): the others stay armed.
+func (s *Simulator) takeFaultOfLocked(stage faultStage, operationID string, kinds []FaultKind) (Fault, bool) {
+	for i, f := range s.faults {
+		if f.Kind.stage() == stage && (f.OperationID == "" || f.OperationID == operationID) && slices.Contains(kinds, f.Kind) {
+			s.faults = slices.Delete(s.faults, i, i+1)
+			return f, true
+		}
+	}
+	return Fault{}, false
+}
+
 // takeFaultLocked removes and returns the first armed fault of stage that
 // matches operationID.
 func (s *Simulator) takeFaultLocked(stage faultStage, operationID string) (Fault, bool) {

@@ -19,8 +19,14 @@ type Counters struct {
 	RefundsDeclined int `json:"refunds_declined,omitempty"`
 	// Lookups counts the reads: GET /v1/refunds and GET /v1/refunds/{id}
 	// (Stripe), GET /v3/refund-requests/by-request-id/{key} and
-	// /v3/refund-requests/{id} (Meridian).
+	// /v3/refund-requests/{id} (Meridian), and the export-delivery
+	// service's GET /v1/export_deliveries and /by-key/{key}.
 	Lookups int `json:"lookups"`
+	// ExportRequests counts delivery requests to the export-delivery
+	// service as received, replays and refusals included;
+	// ExportsDelivered the deliveries committed that delivered the export.
+	ExportRequests   int `json:"export_requests,omitempty"`
+	ExportsDelivered int `json:"exports_delivered,omitempty"`
 }
 
 // RequestResult is what the simulator did with one refund-creation request.
@@ -61,6 +67,9 @@ type Ledger struct {
 	ByOperation       map[string]Counters `json:"by_operation"`
 	Requests          []ReceivedRequest   `json:"requests"`
 	RequestsForgotten int                 `json:"requests_forgotten"`
+	// DeliveriesByKey counts the exports delivered under each key of the
+	// export-delivery service (at most one: a key is one use).
+	DeliveriesByKey map[string]int `json:"deliveries_by_key,omitempty"`
 }
 
 // Ledger returns a copy of the ledger.
@@ -75,6 +84,9 @@ func (s *Simulator) Ledger() Ledger {
 	}
 	for op, c := range s.byOperation {
 		l.ByOperation[op] = *c
+	}
+	if len(s.deliveriesByKey) > 0 {
+		l.DeliveriesByKey = maps.Clone(s.deliveriesByKey)
 	}
 	for _, r := range s.requestLog {
 		c := *r

@@ -31,6 +31,12 @@ type Simulator struct {
 	nextRequest       int64
 	faults            []Fault
 	holds             holds
+
+	// The export-delivery service (exports.go).
+	exportKeys      map[string]*exportKey
+	deliveries      []*ExportDelivery
+	deliveriesByOp  map[string][]*ExportDelivery
+	deliveriesByKey map[string]int
 }
 
 // New returns a simulator configured by cfg (see Config for defaults).
@@ -50,9 +56,14 @@ func New(cfg Config) (*Simulator, error) {
 		refundsByOp: make(map[string][]*refund),
 		byOperation: make(map[string]*Counters),
 		holds:       newHolds(),
+
+		exportKeys:      make(map[string]*exportKey),
+		deliveriesByOp:  make(map[string][]*ExportDelivery),
+		deliveriesByKey: make(map[string]int),
 	}
 	s.mux = http.NewServeMux()
 	s.dia.routes(s, s.mux)
+	s.exportRoutes(s.mux)
 	s.mux.HandleFunc("GET /_sim/ledger", s.handleLedger)
 	s.mux.HandleFunc("GET /_sim/ledger/export", s.handleExport)
 	s.mux.HandleFunc("GET /_sim/faults", s.handleListFaults)
