@@ -3,8 +3,8 @@ package provider_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
