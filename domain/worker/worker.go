@@ -1,6 +1,8 @@
 // Package worker is the executing role: it turns one delivery into at most
-// one provider request under a claimed, leased execution, and records the
-// result conditional on its lease epoch.
+// one effect request (a refund at the payment provider, a delivery at the
+// export-delivery service: the executor of the operation's kind) under a
+// claimed, leased execution, and records the result conditional on its
+// lease epoch.
 package worker
 
 import (
@@ -55,8 +57,13 @@ type Config struct {
 	ID       string // required: names the lease owner
 	Ledger   Ledger // required
 	Provider domain.Provider
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// Exports executes export downloads (KindExportDownload). Optional: a
+	// worker without it answers a claimed export download NotApplied
+	// without sending anything (the use is spent; the holder presents
+	// the capability again for its next use).
+	Exports domain.ExportDeliverer
+	Clock   clock.Clock
+	Logger  *slog.Logger
 	// LeaseDuration is asked for at claim (default domain.DefaultLeaseDuration)
 	// and renewed every third of it. It must exceed ProviderTimeout, so a slow
 	// but live worker is not swept.
@@ -121,8 +128,9 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{cfg: cfg}, nil
 }
 
-// Handle claims the delivery's capability and, only if Claimed, executes the
-// refund once under a held lease and records the outcome under its epoch.
+// Handle claims the delivery's capability (one use of it) and, only if
+// Claimed, executes the operation's effect once under a held lease, with
+// the use's key, and records the outcome under its epoch.
 //
 // It returns an error only when the delivery's result could not be recorded
 // at claim time (the store unavailable, say): then nothing was executed and
@@ -149,27 +157,20 @@ func (w *Worker) Handle(ctx context.Context, d Delivery) (Result, error) {
 		return res, nil
 	}
 	c := claim.Claimed
-	op := claim.Operation
-	// The key comes from the decision: derived from operation and attempt,
-	// fixed before any retry logic runs.
-	req := domain.RefundRequest{
-		OperationID: op.ID, OrderID: op.OrderID, AmountMinor: op.AmountMinor, Currency: op.Currency,
-		IdempotencyKey: c.IdempotencyKey,
-	}
 	var (
-		result  domain.RefundResult
+		result  domain.EffectResult
 		lost    bool
 		expires = c.LeaseExpiresAt
 	)
 	if timeout := w.CallTimeout(c.LeaseExpiresAt); timeout > 0 {
 		lease := w.holdLease(ctx, d.OperationID, c, claim.LeaseSecret, log)
 		callCtx, cancelCall := context.WithTimeout(lease.ctx, timeout)
-		result = w.cfg.Provider.CreateRefund(callCtx, req)
+		result = w.execute(callCtx, claim.Operation, c)
 		cancelCall()
 		lost, expires = lease.stop()
 		res.Executed = true
 	} else {
-		result = domain.RefundResult{Outcome: domain.NotApplied, Detail: "not sent: the lease expired at " +
+		result = domain.EffectResult{Outcome: domain.NotApplied, Detail: "not sent: the lease expired at " +
 			c.LeaseExpiresAt.UTC().Format(time.RFC3339Nano) + " before the request could be sent"}
 	}
 	res.Outcome, res.Reference = result.Outcome, result.ProviderReference
@@ -194,6 +195,27 @@ func (w *Worker) Handle(ctx context.Context, d Delivery) (Result, error) {
 // the reconciler had just found failed).
 func (w *Worker) CallTimeout(expires time.Time) time.Duration {
 	return min(w.cfg.ProviderTimeout, expires.Sub(w.cfg.Clock.Now()))
+}
+
+// execute makes the claimed execution's one effect request through the
+// executor of the operation's kind. What it asks for (amount, currency and
+// order; the export) comes from the ledger, never from the message; the key
+// is the claim's, derived from operation, attempt and use and fixed before
+// any retry logic runs.
+func (w *Worker) execute(ctx context.Context, op *domain.Operation, c *domain.Claimed) domain.EffectResult {
+	if op.Kind == domain.KindExportDownload {
+		if w.cfg.Exports == nil {
+			return domain.EffectResult{Outcome: domain.NotApplied,
+				Detail: "not sent: this worker has no export-delivery executor (the use is spent; present the capability again for the next)"}
+		}
+		return w.cfg.Exports.DeliverExport(ctx, domain.ExportDelivery{
+			OperationID: op.ID, ExportID: op.ExportID, Use: c.Use, IdempotencyKey: c.IdempotencyKey,
+		})
+	}
+	return w.cfg.Provider.CreateRefund(ctx, domain.RefundRequest{
+		OperationID: op.ID, OrderID: op.OrderID, AmountMinor: op.AmountMinor, Currency: op.Currency,
+		IdempotencyKey: c.IdempotencyKey,
+	})
 }
 
 // held is the lease a worker recorded under: its execution, the secret the
