@@ -24,7 +24,15 @@ type ReconcilerConfig struct {
 	// reconciler decides from its capabilities (its reads, its key
 	// retention), never from its name.
 	Profile domain.ProviderProfile
-	Clock   clock.Clock
+	// Exports reads (and, where ExportProfile documents it safe, resends)
+	// the export-delivery service's deliveries, for Unknown executions of
+	// export downloads. Optional: without it such an execution is escalated
+	// at once ("cannot tell"), never guessed.
+	Exports domain.ExportDeliverer
+	// ExportProfile is what the export-delivery service documents (required
+	// and validated with Exports); the same capability rules apply.
+	ExportProfile domain.ProviderProfile
+	Clock         clock.Clock
 	Logger  *slog.Logger
 	// BatchSize bounds the executions examined per round (default 10, at
 	// most setaside.MaxHeldBatch): with Interval it bounds the rate of
@@ -72,8 +80,9 @@ const (
 )
 
 // Reconciler turns Unknown executions into facts, oldest first, at a bounded
-// rate. What it asks depends on what the profile says the provider can
-// answer:
+// rate. It asks the executor of the operation's kind (the payment provider
+// for a refund, the export-delivery service for an export download), and
+// what it asks depends on what that executor's profile says it can answer:
 //
 //   - lookup by our reference (Profile.ReferenceField): the effects the
 //     provider holds for the operation.
@@ -96,8 +105,14 @@ const (
 // ResendMargin), and what that establishes is recorded; otherwise escalated.
 // An answer that cannot tell (a read keeps failing, a resend is ambiguous)
 // is escalated after MaxInconclusive rounds, never resent blindly. An
-// effect whose amount, currency or operation disagrees with the operation
-// is escalated.
+// effect whose amount, currency, export or operation disagrees with the
+// operation is escalated.
+//
+// For a kind of bounded use, the effects of the operation's other uses are
+// expected under their own keys: an effect under the key of another of the
+// operation's executions is that execution's, not a second effect of this
+// one; an effect under a key no execution of the operation has is (applied:
+// escalated; in progress: inconclusive).
 type Reconciler struct {
 	cfg          ReconcilerConfig
 	items        *items
@@ -112,6 +127,11 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	}
 	if err := cfg.Profile.Validate(); err != nil {
 		return nil, fmt.Errorf("reconciler: config: Profile: %w", err)
+	}
+	if cfg.Exports != nil {
+		if err := cfg.ExportProfile.Validate(); err != nil {
+			return nil, fmt.Errorf("reconciler: config: ExportProfile: %w", err)
+		}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = cfg.Ledger.Clock()
@@ -194,20 +214,72 @@ func (r *Reconciler) reconcile(ctx context.Context, ref ExecutionRef) (Verdict, 
 		delete(r.inconclusive, ref.ExecutionID)
 		return VerdictSkipped, "no longer Unknown", nil
 	}
-	p := r.cfg.Profile
+	ex := r.executorOf(state)
+	if ex == nil {
+		return r.escalate(ctx, state, x, fmt.Sprintf("cannot tell: no executor of %s operations is configured to ask (no export-delivery service), and a resend is never made blind", state.Kind))
+	}
+	p := ex.profile
 	switch {
 	case p.LooksUpByReference():
-		return r.byReference(ctx, state, x)
+		return r.byReference(ctx, ex, state, x)
 	case p.RetrieveByKey:
-		return r.byKey(ctx, state, x)
+		return r.byKey(ctx, ex, state, x)
 	}
 	return r.escalate(ctx, state, x, fmt.Sprintf("cannot tell: profile %s offers no read (no lookup by our reference, no retrieve by key), and a resend is never made blind", p.Name))
 }
 
-// byReference asks the provider for the effects carrying our reference.
-func (r *Reconciler) byReference(ctx context.Context, state *domain.Operation, x *domain.Execution) (Verdict, string, error) {
+// executor is what the reconciler asks about one kind of operation: the
+// reads, the resend and the profile of the service that executes it.
+type executor struct {
+	profile  domain.ProviderProfile
+	noun     string // what one effect is called in evidence: "refund", "delivery"
+	lookup   func(ctx context.Context, op domain.OperationID) ([]domain.ProviderEffect, error)
+	retrieve func(ctx context.Context, key domain.IdempotencyKey) (domain.ProviderEffect, bool, error)
+	resend   func(ctx context.Context, state *domain.Operation, x *domain.Execution) domain.EffectResult
+}
+
+// executorOf returns the executor of state's kind, or nil when none is
+// configured.
+func (r *Reconciler) executorOf(state *domain.Operation) *executor {
+	if state.Kind == domain.KindExportDownload {
+		if r.cfg.Exports == nil {
+			return nil
+		}
+		d := r.cfg.Exports
+		return &executor{profile: r.cfg.ExportProfile, noun: "delivery", lookup: d.LookupByReference, retrieve: d.RetrieveByKey,
+			resend: func(ctx context.Context, state *domain.Operation, x *domain.Execution) domain.EffectResult {
+				return d.DeliverExport(ctx, domain.ExportDelivery{OperationID: state.ID, ExportID: state.ExportID, Use: x.Use, IdempotencyKey: x.IdempotencyKey})
+			}}
+	}
+	p := r.cfg.Provider
+	return &executor{profile: r.cfg.Profile, noun: "refund", lookup: p.LookupByReference, retrieve: p.RetrieveByKey,
+		resend: func(ctx context.Context, state *domain.Operation, x *domain.Execution) domain.EffectResult {
+			return p.CreateRefund(ctx, domain.RefundRequest{
+				OperationID: state.ID, OrderID: state.OrderID, AmountMinor: state.AmountMinor, Currency: state.Currency,
+				IdempotencyKey: x.IdempotencyKey,
+			})
+		}}
+}
+
+// otherUse reports whether key is the key of another execution of state
+// than x, for a kind of bounded use (where every use has its own key and
+// effect).
+func otherUse(state *domain.Operation, x *domain.Execution, key domain.IdempotencyKey) bool {
+	if !state.Policy.Repeats {
+		return false
+	}
+	for _, o := range state.Executions {
+		if o.ID != x.ID && o.IdempotencyKey == key {
+			return true
+		}
+	}
+	return false
+}
+
+// byReference asks the executor for the effects carrying our reference.
+func (r *Reconciler) byReference(ctx context.Context, ex *executor, state *domain.Operation, x *domain.Execution) (Verdict, string, error) {
 	lookupCtx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-	effects, err := r.cfg.Provider.LookupByReference(lookupCtx, state.ID)
+	effects, err := ex.lookup(lookupCtx, state.ID)
 	cancel()
 	if err != nil {
 		return r.inconclusiveOrEscalate(ctx, state, x, "provider lookup failed: "+err.Error())
@@ -215,15 +287,18 @@ func (r *Reconciler) byReference(ctx context.Context, state *domain.Operation, x
 	var applied, notApplied, unsettled []domain.ProviderEffect
 	for _, e := range effects {
 		if e.IdempotencyKey != x.IdempotencyKey {
+			if otherUse(state, x, e.IdempotencyKey) {
+				continue // another use's effect, under its own key
+			}
 			switch e.State {
 			case domain.EffectApplied:
-				return r.escalate(ctx, state, x, fmt.Sprintf("refund %s under another key %q took effect for this operation", e.Reference, e.IdempotencyKey))
+				return r.escalate(ctx, state, x, fmt.Sprintf("%s %s under another key %q took effect for this operation", ex.noun, e.Reference, e.IdempotencyKey))
 			case domain.EffectInProgress, domain.EffectUnknown:
-				return r.inconclusiveOrEscalate(ctx, state, x, fmt.Sprintf("refund %s under another key %q is %s at the provider (%s)", e.Reference, e.IdempotencyKey, e.State, e.Detail))
+				return r.inconclusiveOrEscalate(ctx, state, x, fmt.Sprintf("%s %s under another key %q is %s at the provider (%s)", ex.noun, e.Reference, e.IdempotencyKey, e.State, e.Detail))
 			}
 			continue
 		}
-		if why := mismatch(state, e); why != "" {
+		if why := mismatch(ex, state, e); why != "" {
 			return r.escalate(ctx, state, x, why)
 		}
 		switch e.State {
@@ -237,35 +312,35 @@ func (r *Reconciler) byReference(ctx context.Context, state *domain.Operation, x
 	}
 	switch {
 	case len(applied) > 1:
-		return r.escalate(ctx, state, x, fmt.Sprintf("%d refunds took effect under one key", len(applied)))
+		return r.escalate(ctx, state, x, fmt.Sprintf("%d %ss took effect under one key", len(applied), ex.noun))
 	case len(applied) == 1:
 		return r.resolve(ctx, state, x, domain.Completed, domain.MethodProviderLookup, applied[0].Reference, "found by operation id, succeeded")
 	case len(unsettled) > 0:
-		return r.inconclusiveOrEscalate(ctx, state, x, fmt.Sprintf("refund %s is %s at the provider (%s)", unsettled[0].Reference, unsettled[0].State, unsettled[0].Detail))
+		return r.inconclusiveOrEscalate(ctx, state, x, fmt.Sprintf("%s %s is %s at the provider (%s)", ex.noun, unsettled[0].Reference, unsettled[0].State, unsettled[0].Detail))
 	case len(notApplied) > 0:
 		return r.resolve(ctx, state, x, domain.NotApplied, domain.MethodProviderLookup, notApplied[0].Reference, "found by operation id, failed: "+notApplied[0].Detail)
 	}
-	if r.cfg.Profile.RetrieveByKey {
-		return r.byKey(ctx, state, x)
+	if ex.profile.RetrieveByKey {
+		return r.byKey(ctx, ex, state, x)
 	}
-	return r.notFound(ctx, state, x, "not found by operation id")
+	return r.notFound(ctx, ex, state, x, "not found by operation id")
 }
 
-// byKey asks the provider for the effect made under this execution's key.
-func (r *Reconciler) byKey(ctx context.Context, state *domain.Operation, x *domain.Execution) (Verdict, string, error) {
+// byKey asks the executor for the effect made under this execution's key.
+func (r *Reconciler) byKey(ctx context.Context, ex *executor, state *domain.Operation, x *domain.Execution) (Verdict, string, error) {
 	callCtx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-	e, found, err := r.cfg.Provider.RetrieveByKey(callCtx, x.IdempotencyKey)
+	e, found, err := ex.retrieve(callCtx, x.IdempotencyKey)
 	cancel()
 	if err != nil {
 		return r.inconclusiveOrEscalate(ctx, state, x, "provider retrieve by key failed: "+err.Error())
 	}
 	if !found {
-		return r.notFound(ctx, state, x, "nothing under the key "+string(x.IdempotencyKey))
+		return r.notFound(ctx, ex, state, x, "nothing under the key "+string(x.IdempotencyKey))
 	}
 	if e.IdempotencyKey != "" && e.IdempotencyKey != x.IdempotencyKey {
-		return r.escalate(ctx, state, x, fmt.Sprintf("asked for key %q, the provider answered refund %s under key %q", x.IdempotencyKey, e.Reference, e.IdempotencyKey))
+		return r.escalate(ctx, state, x, fmt.Sprintf("asked for key %q, the provider answered %s %s under key %q", x.IdempotencyKey, ex.noun, e.Reference, e.IdempotencyKey))
 	}
-	if why := mismatch(state, e); why != "" {
+	if why := mismatch(ex, state, e); why != "" {
 		return r.escalate(ctx, state, x, why)
 	}
 	switch e.State {
@@ -274,38 +349,37 @@ func (r *Reconciler) byKey(ctx context.Context, state *domain.Operation, x *doma
 	case domain.EffectNotApplied:
 		return r.resolve(ctx, state, x, domain.NotApplied, domain.MethodProviderLookup, e.Reference, "retrieved by idempotency key, failed: "+e.Detail)
 	}
-	return r.inconclusiveOrEscalate(ctx, state, x, fmt.Sprintf("refund %s under the key is %s at the provider (%s)", e.Reference, e.State, e.Detail))
+	return r.inconclusiveOrEscalate(ctx, state, x, fmt.Sprintf("%s %s under the key is %s at the provider (%s)", ex.noun, e.Reference, e.State, e.Detail))
 }
 
 // mismatch says why e cannot be this operation's effect: another operation,
-// amount or currency than the ledger's. An answer that does not carry a
-// field is not held against it.
-func mismatch(state *domain.Operation, e domain.ProviderEffect) string {
+// amount, currency or export than the ledger's. An answer that does not
+// carry a field is not held against it.
+func mismatch(ex *executor, state *domain.Operation, e domain.ProviderEffect) string {
 	switch {
 	case e.OperationID != "" && e.OperationID != state.ID:
-		return fmt.Sprintf("refund %s under this execution's key belongs to operation %q at the provider", e.Reference, e.OperationID)
+		return fmt.Sprintf("%s %s under this execution's key belongs to operation %q at the provider", ex.noun, e.Reference, e.OperationID)
 	case e.AmountMinor != 0 && e.AmountMinor != state.AmountMinor,
 		e.Currency != "" && !strings.EqualFold(e.Currency, state.Currency):
-		return fmt.Sprintf("refund %s under this execution's key is %d %s at the provider; the operation is %d %s",
-			e.Reference, e.AmountMinor, e.Currency, state.AmountMinor, state.Currency)
+		return fmt.Sprintf("%s %s under this execution's key is %d %s at the provider; the operation is %d %s",
+			ex.noun, e.Reference, e.AmountMinor, e.Currency, state.AmountMinor, state.Currency)
+	case e.ExportID != "" && e.ExportID != state.ExportID:
+		return fmt.Sprintf("%s %s under this execution's key delivered export %q; the operation's is %q", ex.noun, e.Reference, e.ExportID, state.ExportID)
 	}
 	return ""
 }
 
 // notFound resends the original request under the original key only where
 // the profile documents that a resend cannot create a second effect: while
-// the provider still remembers the key (ProviderProfile.ResendIsSafe).
-func (r *Reconciler) notFound(ctx context.Context, state *domain.Operation, x *domain.Execution, found string) (Verdict, string, error) {
+// the executor still remembers the key (ProviderProfile.ResendIsSafe).
+func (r *Reconciler) notFound(ctx context.Context, ex *executor, state *domain.Operation, x *domain.Execution, found string) (Verdict, string, error) {
 	age := r.cfg.Clock.Now().Sub(x.StartedAt)
-	if !r.cfg.Profile.ResendIsSafe(age, r.cfg.ResendMargin) {
-		return r.escalate(ctx, state, x, fmt.Sprintf("%s, and the execution started %s ago: profile %s keeps keys %s, so the key may be pruned and a resend could refund again",
-			found, age.Round(time.Second), r.cfg.Profile.Name, r.cfg.Profile.KeyRetention))
+	if !ex.profile.ResendIsSafe(age, r.cfg.ResendMargin) {
+		return r.escalate(ctx, state, x, fmt.Sprintf("%s, and the execution started %s ago: profile %s keeps keys %s, so the key may be pruned and a resend could take effect again",
+			found, age.Round(time.Second), ex.profile.Name, ex.profile.KeyRetention))
 	}
 	callCtx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-	res := r.cfg.Provider.CreateRefund(callCtx, domain.RefundRequest{
-		OperationID: state.ID, OrderID: state.OrderID, AmountMinor: state.AmountMinor, Currency: state.Currency,
-		IdempotencyKey: x.IdempotencyKey,
-	})
+	res := ex.resend(callCtx, state, x)
 	cancel()
 	switch res.Outcome {
 	case domain.Completed:
