@@ -33,7 +33,7 @@ type ReconcilerConfig struct {
 	// and validated with Exports); the same capability rules apply.
 	ExportProfile domain.ProviderProfile
 	Clock         clock.Clock
-	Logger  *slog.Logger
+	Logger        *slog.Logger
 	// BatchSize bounds the executions examined per round (default 10, at
 	// most setaside.MaxHeldBatch): with Interval it bounds the rate of
 	// provider lookups.
