@@ -11,7 +11,10 @@ import (
 // SelectRefundRequests maps every CapabilityIssued event of an operation
 // stream to one RefundRequest on TopicRefundRequests: key = operation id,
 // message id = MessageIDForEvent(event id), correlation id from the event's
-// metadata. Other events map to nothing.
+// metadata. Other events map to nothing, and so does the capability of a
+// kind whose uses its holder presents (domain.EffectPolicy.PublishOnIssue
+// false: an export download is delivered when it is asked for, one use per
+// presentation, never because it was authorized).
 func SelectRefundRequests(rec eventstore.RecordedEvent) ([]Outbound, error) {
 	if rec.Type != domain.TypeCapabilityIssued {
 		return nil, nil
@@ -27,6 +30,9 @@ func SelectRefundRequests(rec eventstore.RecordedEvent) ([]Outbound, error) {
 	issued, ok := d.Event.(domain.CapabilityIssued)
 	if !ok {
 		return nil, fmt.Errorf("event type %s decoded as %T", rec.Type, d.Event)
+	}
+	if p, known := domain.PolicyOf(issued.Kind); !known || !p.PublishOnIssue {
+		return nil, nil
 	}
 	req := RefundRequest{
 		MessageID: MessageIDForEvent(rec.ID), CorrelationID: d.Meta.CorrelationID,
