@@ -30,7 +30,7 @@ func touch(c *rowChange) {
 type operationRow struct {
 	ID string `json:"id"`
 	// OrderID, AmountMinor and Currency are a refund's; NULL for another
-	// kind (003).
+	// kind (004).
 	OrderID            string    `json:"order_id,omitempty"`
 	AmountMinor        int64     `json:"amount_minor,omitempty"`
 	Currency           string    `json:"currency,omitempty"`
@@ -49,7 +49,7 @@ type operationRow struct {
 	LastEventSeq       int64     `json:"last_event_seq"`
 	// ProjectionIncomplete: an event of the operation was skipped (002).
 	ProjectionIncomplete bool `json:"projection_incomplete"`
-	// Kind, ExportID and UsesLeft (003): the operation's kind, an export
+	// Kind, ExportID and UsesLeft (004): the operation's kind, an export
 	// download's export, the uses left under the latest decision.
 	Kind     string `json:"kind"`
 	ExportID string `json:"export_id,omitempty"`
@@ -79,7 +79,7 @@ type executionRow struct {
 	EscalationReason  string    `json:"escalation_reason,omitempty"`
 	EscalationDetail  string    `json:"escalation_detail,omitempty"`
 	LastEventSeq      int64     `json:"last_event_seq"`
-	// Use is which use of its capability the execution is (003).
+	// Use is which use of its capability the execution is (004).
 	Use    int32 `json:"use"`
 	change rowChange
 }
@@ -99,7 +99,7 @@ type capabilityRow struct {
 	RevokeReason        string    `json:"revoke_reason,omitempty"`
 	RevokedBy           string    `json:"revoked_by,omitempty"`
 	LastEventSeq        int64     `json:"last_event_seq"`
-	// Uses, UsesClaimed and UsesLeft count the capability's uses (003).
+	// Uses, UsesClaimed and UsesLeft count the capability's uses (004).
 	Uses        int32 `json:"uses"`
 	UsesClaimed int32 `json:"uses_claimed"`
 	UsesLeft    int32 `json:"uses_left"`

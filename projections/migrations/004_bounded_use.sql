@@ -1,4 +1,4 @@
--- 003: operation kinds and authority of bounded use.
+-- 004: operation kinds and authority of bounded use.
 --
 -- An operation has a kind: 'refund' (every operation before this migration)
 -- or 'export-download' (a download of a generated export, which a
