@@ -35,7 +35,7 @@ func (r *Reads) ListEscalations(ctx context.Context, after *TimeCursor, limit in
 	if after != nil {
 		w.add("(e.escalated_at, e.id) > (" + w.arg(after.At) + "::timestamptz, " + w.arg(after.ID) + "::text)")
 	}
-	stmt := `SELECT ` + executionQueryColumns + `, o.amount_minor, o.currency, o.order_id, o.correlation_id
+	stmt := `SELECT ` + executionQueryColumns + `, coalesce(o.amount_minor, 0), coalesce(o.currency, ''), coalesce(o.order_id, ''), o.correlation_id
 FROM %[1]s.executions e JOIN %[1]s.operations o ON o.id = e.operation_id` + w.clause() +
 		` ORDER BY e.escalated_at, e.id LIMIT ` + w.arg(limit+1)
 	rows, err := r.db.Query(ctx, r.sql(stmt), w.args...)

@@ -35,17 +35,24 @@ type Operation struct {
 	// ProjectionIncomplete: the projector skipped an event of this
 	// operation (it could not be decoded or folded); read the events.
 	ProjectionIncomplete bool
+	// Kind is the operation's kind (refund, export-download); AmountMinor,
+	// Currency and OrderID are a refund's (zero for another kind), ExportID
+	// an export download's. UsesLeft counts the uses left under the latest
+	// decision (expiry not judged).
+	Kind     string
+	ExportID *string
+	UsesLeft int
 }
 
-const operationQueryColumns = `o.id, o.state, o.attempt, o.amount_minor, o.currency, o.order_id, o.correlation_id, o.order_total_minor,
-       o.requested_by, o.decision_id, o.verdict, o.current_execution_id, o.execution_count, o.created_at, o.updated_at,
-       o.version, o.projection_incomplete`
+const operationQueryColumns = `o.id, o.state, o.attempt, coalesce(o.amount_minor, 0), coalesce(o.currency, ''), coalesce(o.order_id, ''),
+       o.correlation_id, o.order_total_minor, o.requested_by, o.decision_id, o.verdict, o.current_execution_id, o.execution_count,
+       o.created_at, o.updated_at, o.version, o.projection_incomplete, o.kind, o.export_id, o.uses_left`
 
 func scanOperation(row pgx.Row) (Operation, error) {
 	var o Operation
 	err := row.Scan(&o.ID, &o.State, &o.Attempt, &o.AmountMinor, &o.Currency, &o.OrderID, &o.CorrelationID, &o.OrderTotalMinor,
 		&o.RequestedBy, &o.DecisionID, &o.Verdict, &o.CurrentExecutionID, &o.ExecutionCount, &o.CreatedAt, &o.UpdatedAt,
-		&o.Version, &o.ProjectionIncomplete)
+		&o.Version, &o.ProjectionIncomplete, &o.Kind, &o.ExportID, &o.UsesLeft)
 	o.CreatedAt, o.UpdatedAt = o.CreatedAt.UTC(), o.UpdatedAt.UTC()
 	return o, err
 }
@@ -167,17 +174,19 @@ type Execution struct {
 	EscalatedAt       *time.Time
 	EscalationReason  *string
 	EscalationDetail  *string
+	// Use is which use of its capability the execution is (1 for a refund).
+	Use int
 }
 
 const executionQueryColumns = `e.id, e.operation_id, e.capability_id, e.message_id, e.worker_id, e.attempt, e.state, e.lease_epoch,
        e.lease_expires_at, e.idempotency_key, e.outcome, e.outcome_source, e.provider_reference, e.started_at, e.ended_at,
-       e.unknown_since, e.unknown_cause, e.escalated_at, e.escalation_reason, e.escalation_detail`
+       e.unknown_since, e.unknown_cause, e.escalated_at, e.escalation_reason, e.escalation_detail, e.use`
 
 func scanExecution(row pgx.Row, more ...any) (Execution, error) {
 	var x Execution
 	dest := append([]any{&x.ID, &x.OperationID, &x.CapabilityID, &x.MessageID, &x.WorkerID, &x.Attempt, &x.State, &x.LeaseEpoch,
 		&x.LeaseExpiresAt, &x.IdempotencyKey, &x.Outcome, &x.OutcomeSource, &x.ProviderReference, &x.StartedAt, &x.EndedAt,
-		&x.UnknownSince, &x.UnknownCause, &x.EscalatedAt, &x.EscalationReason, &x.EscalationDetail}, more...)
+		&x.UnknownSince, &x.UnknownCause, &x.EscalatedAt, &x.EscalationReason, &x.EscalationDetail, &x.Use}, more...)
 	err := row.Scan(dest...)
 	x.LeaseExpiresAt, x.StartedAt = x.LeaseExpiresAt.UTC(), x.StartedAt.UTC()
 	x.EndedAt, x.UnknownSince, x.EscalatedAt = utcPtr(x.EndedAt), utcPtr(x.UnknownSince), utcPtr(x.EscalatedAt)
@@ -215,6 +224,10 @@ type Capability struct {
 	RevokedAt           *time.Time
 	RevokeReason        *string
 	RevokedBy           *string
+	// Uses is what the capability was issued with, UsesClaimed its
+	// claims, UsesLeft what it still allows (0 once consumed or revoked;
+	// StateAt judges expiry).
+	Uses, UsesClaimed, UsesLeft int
 }
 
 // StateAt is the capability's state at now: an Issued capability whose
@@ -231,7 +244,7 @@ func (c Capability) StateAt(now time.Time) string {
 // issued, at most MaxExecutionsListed.
 func (r *Reads) CapabilitiesOf(ctx context.Context, op string) ([]Capability, error) {
 	rows, err := r.db.Query(ctx, r.sql(`SELECT id, operation_id, decision_id, attempt, state, issued_at, expires_at,
-       consumed_by_message_id, consumed_at, execution_id, revoked_at, revoke_reason, revoked_by
+       consumed_by_message_id, consumed_at, execution_id, revoked_at, revoke_reason, revoked_by, uses, uses_claimed, uses_left
 FROM %[1]s.capabilities WHERE operation_id = $1 ORDER BY issued_at, id LIMIT $2`), op, MaxExecutionsListed)
 	if err != nil {
 		return nil, fmt.Errorf("read capabilities of %s: %w", op, err)
@@ -239,7 +252,7 @@ FROM %[1]s.capabilities WHERE operation_id = $1 ORDER BY issued_at, id LIMIT $2`
 	cs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Capability, error) {
 		var c Capability
 		err := row.Scan(&c.ID, &c.OperationID, &c.DecisionID, &c.Attempt, &c.State, &c.IssuedAt, &c.ExpiresAt,
-			&c.ConsumedByMessageID, &c.ConsumedAt, &c.ExecutionID, &c.RevokedAt, &c.RevokeReason, &c.RevokedBy)
+			&c.ConsumedByMessageID, &c.ConsumedAt, &c.ExecutionID, &c.RevokedAt, &c.RevokeReason, &c.RevokedBy, &c.Uses, &c.UsesClaimed, &c.UsesLeft)
 		c.IssuedAt, c.ExpiresAt = c.IssuedAt.UTC(), c.ExpiresAt.UTC()
 		c.ConsumedAt, c.RevokedAt = utcPtr(c.ConsumedAt), utcPtr(c.RevokedAt)
 		return c, err

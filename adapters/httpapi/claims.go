@@ -38,10 +38,18 @@ type claimResponse struct {
 	// here; the ledger keeps only its digest.
 	LeaseSecret    string                `json:"lease_secret,omitempty"`
 	IdempotencyKey domain.IdempotencyKey `json:"idempotency_key,omitempty"`
-	AmountMinor    int64                 `json:"amount_minor,omitempty"`
-	Currency       string                `json:"currency,omitempty"`
-	OrderID        string                `json:"order_id,omitempty"`
-	OperationID    domain.OperationID    `json:"operation_id,omitempty"`
+	// Kind, Use and UsesLeft, when Claimed: the operation's kind, which
+	// use of the capability the claim consumed, and how many it has left.
+	Kind     domain.OperationKind `json:"kind,omitempty"`
+	Use      int                  `json:"use,omitempty"`
+	UsesLeft *int                 `json:"uses_left,omitempty"`
+	// What to execute, when Claimed, from the ledger: a refund's amount,
+	// currency and order, an export download's export.
+	AmountMinor int64              `json:"amount_minor,omitempty"`
+	Currency    string             `json:"currency,omitempty"`
+	OrderID     string             `json:"order_id,omitempty"`
+	ExportID    string             `json:"export_id,omitempty"`
+	OperationID domain.OperationID `json:"operation_id,omitempty"`
 }
 
 // claim: POST /v1/claims. The token is verified first: a forged, altered or
@@ -123,7 +131,10 @@ func claimAnswer(out ledger.ClaimOutcome) claimResponse {
 		resp.ExecutionID, resp.ExecutionState = c.ExecutionID, domain.ExecExecuting
 		resp.LeaseEpoch, resp.LeaseExpiresAt, resp.IdempotencyKey = c.LeaseEpoch, &exp, c.IdempotencyKey
 		resp.LeaseSecret = out.LeaseSecret
+		left := out.UsesLeft
+		resp.Kind, resp.Use, resp.UsesLeft = out.Operation.Kind, out.Use, &left
 		resp.AmountMinor, resp.Currency, resp.OrderID = out.Operation.AmountMinor, out.Operation.Currency, out.Operation.OrderID
+		resp.ExportID = out.Operation.ExportID
 	}
 	return resp
 }

@@ -50,6 +50,12 @@ type Config struct {
 	// Profile is the provider profile: decisions take its key policy
 	// (default provider.StripeV1).
 	Profile domain.ProviderProfile
+	// EnabledKinds are the operation kinds besides refunds that POST
+	// /v1/operations creates (default none: 422 operation.kind-disabled).
+	// An export download's events are written at a version the release
+	// before this one refuses: enable it only once every reader runs this
+	// release (docs/design.md, "Authority of bounded use").
+	EnabledKinds []domain.OperationKind
 	// CapabilityTTL is how long an issued capability lives (default
 	// domain.DefaultCapabilityTTL).
 	CapabilityTTL time.Duration
@@ -125,6 +131,11 @@ func (c *Config) validate() error {
 	}
 	if c.Profile.KeyPolicy != domain.KeyPerAttempt && c.Profile.KeyPolicy != domain.KeyReuseFirst {
 		return fmt.Errorf("httpapi config: profile %s has no known key policy", c.Profile.Name)
+	}
+	for _, k := range c.EnabledKinds {
+		if _, ok := domain.PolicyOf(k); !ok || k == "" {
+			return fmt.Errorf("httpapi config: EnabledKinds: %q is not one of %v", k, domain.Kinds())
+		}
 	}
 	return nil
 }

@@ -9,9 +9,13 @@ import (
 	"opledger/domain/ledger"
 )
 
+// decisionRequest holds the fields of every kind's decision; which apply is
+// the operation's kind's (a refund: approval_limit_minor and the order's
+// facts; an export download: uses and facts.export_ready).
 type decisionRequest struct {
 	Approver           *string       `json:"approver"`
 	ApprovalLimitMinor *int64        `json:"approval_limit_minor"`
+	Uses               *int          `json:"uses"`
 	Facts              *factsRequest `json:"facts"`
 }
 
@@ -20,28 +24,33 @@ type factsRequest struct {
 	ChargebackOpen  *bool  `json:"chargeback_open"`
 	RefundedMinor   *int64 `json:"refunded_minor"`
 	OrderTotalMinor *int64 `json:"order_total_minor"`
+	ExportReady     *bool  `json:"export_ready"`
 }
 
 type decisionResponse struct {
-	DecisionID    domain.DecisionID   `json:"decision_id"`
-	Verdict       domain.Verdict      `json:"verdict"`
-	Reasons       []string            `json:"reasons"`
-	Attempt       int                 `json:"attempt"`
-	PolicyVersion string              `json:"policy_version"`
-	Capability    *capabilityResponse `json:"capability,omitempty"`
+	DecisionID    domain.DecisionID    `json:"decision_id"`
+	Kind          domain.OperationKind `json:"kind"`
+	Verdict       domain.Verdict       `json:"verdict"`
+	Reasons       []string             `json:"reasons"`
+	Attempt       int                  `json:"attempt"`
+	Uses          int                  `json:"uses"`
+	PolicyVersion string               `json:"policy_version"`
+	Capability    *capabilityResponse  `json:"capability,omitempty"`
 }
 
 type capabilityResponse struct {
 	CapabilityID domain.CapabilityID `json:"capability_id"`
 	Token        string              `json:"token"`
+	Uses         int                 `json:"uses"`
 	ExpiresAt    time.Time           `json:"expires_at"`
 }
 
-// decide: POST /v1/operations/{id}/decisions. It evaluates the policy for
-// the operation's next attempt with the provider profile's key policy and,
-// when Allowed, issues a capability in the same append and answers its
-// signed token. Every fact is required: an absent chargeback_open must not
-// read as false.
+// decide: POST /v1/operations/{id}/decisions. It evaluates the policy of
+// the operation's kind for its next attempt (a refund with the provider
+// profile's key policy) and, when Allowed, issues a capability of the uses
+// decided in the same append and answers its signed token. Every fact of
+// the kind is required: an absent chargeback_open must not read as false;
+// an export download's uses are required too.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, who Principal) (reply, error) {
 	op, err := pathOperation(r)
 	if err != nil {
@@ -51,7 +60,16 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, who Principal) (
 	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		return reply{}, err
 	}
-	cmd, err := req.command(s.cfg.Profile.KeyPolicy)
+	state, err := s.cfg.Ledger.Load(r.Context(), op) // the kind says which fields apply; it never changes
+	if err != nil {
+		return reply{}, err
+	}
+	var cmd domain.Decide
+	if state.Kind == domain.KindExportDownload {
+		cmd, err = req.exportCommand()
+	} else {
+		cmd, err = req.command(s.cfg.Profile.KeyPolicy)
+	}
 	if err != nil {
 		return reply{}, err
 	}
@@ -61,8 +79,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, who Principal) (
 		return reply{}, err
 	}
 	resp := decisionResponse{
-		DecisionID: decided.DecisionID, Verdict: decided.Verdict, Reasons: decided.Reasons,
-		Attempt: decided.Attempt, PolicyVersion: decided.PolicyVersion,
+		DecisionID: decided.DecisionID, Kind: decided.Kind, Verdict: decided.Verdict, Reasons: decided.Reasons,
+		Attempt: decided.Attempt, Uses: decided.Uses, PolicyVersion: decided.PolicyVersion,
 	}
 	if resp.Reasons == nil {
 		resp.Reasons = []string{}
@@ -72,7 +90,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, who Principal) (
 		if err != nil {
 			return reply{}, fmt.Errorf("sign capability %s of %s: %w", issued.CapabilityID, op, err)
 		}
-		resp.Capability = &capabilityResponse{CapabilityID: issued.CapabilityID, Token: token, ExpiresAt: issued.ExpiresAt.UTC()}
+		resp.Capability = &capabilityResponse{CapabilityID: issued.CapabilityID, Token: token, Uses: issued.Uses, ExpiresAt: issued.ExpiresAt.UTC()}
 	}
 	return ok(resp), nil
 }
@@ -96,6 +114,9 @@ func (req decisionRequest) command(policy domain.KeyPolicy) (domain.Decide, erro
 	if err != nil {
 		return domain.Decide{}, err
 	}
+	if f.ExportReady != nil {
+		return domain.Decide{}, invalid("facts.export_ready", "facts.export_ready is an %s's; a refund states the order's facts", domain.KindExportDownload)
+	}
 	var facts domain.Facts
 	if facts.OrderRefundable, err = need(f.OrderRefundable, "facts.order_refundable"); err != nil {
 		return domain.Decide{}, err
@@ -114,5 +135,54 @@ func (req decisionRequest) command(policy domain.KeyPolicy) (domain.Decide, erro
 			return domain.Decide{}, invalid("facts.order_total_minor", "facts.order_total_minor must not be negative")
 		}
 	}
-	return domain.Decide{Approver: approver, ApprovalLimitMinor: limit, Facts: facts, KeyPolicy: policy}, nil
+	cmd := domain.Decide{Approver: approver, ApprovalLimitMinor: limit, Facts: facts, KeyPolicy: policy}
+	if req.Uses != nil {
+		cmd.Uses = *req.Uses
+		if cmd.Uses != 1 {
+			return domain.Decide{}, invalid("uses", "a refund is single use: uses must be 1 or absent, got %d", cmd.Uses)
+		}
+	}
+	return cmd, nil
+}
+
+// exportCommand validates an export download's decision: approver, uses
+// (1 to domain.MaxExportDownloads) and facts.export_ready, all required,
+// and none of a refund's fields. Its keys are per attempt (per use within
+// it), whatever the refund provider's profile says.
+func (req decisionRequest) exportCommand() (domain.Decide, error) {
+	approver, err := need(req.Approver, "approver")
+	if err != nil {
+		return domain.Decide{}, err
+	}
+	if approver == "" || len(approver) > domain.MaxIDLength {
+		return domain.Decide{}, invalid("approver", "approver must be 1..%d bytes", domain.MaxIDLength)
+	}
+	if req.ApprovalLimitMinor != nil {
+		return domain.Decide{}, invalid("approval_limit_minor", "approval_limit_minor is a refund's; an %s decision has uses", domain.KindExportDownload)
+	}
+	uses, err := need(req.Uses, "uses")
+	if err != nil {
+		return domain.Decide{}, err
+	}
+	if uses < 1 || uses > domain.MaxExportDownloads {
+		return domain.Decide{}, invalid("uses", "uses must be 1 to %d, got %d", domain.MaxExportDownloads, uses)
+	}
+	f, err := need(req.Facts, "facts")
+	if err != nil {
+		return domain.Decide{}, err
+	}
+	for _, x := range []struct {
+		field string
+		set   bool
+	}{{"facts.order_refundable", f.OrderRefundable != nil}, {"facts.chargeback_open", f.ChargebackOpen != nil},
+		{"facts.refunded_minor", f.RefundedMinor != nil}, {"facts.order_total_minor", f.OrderTotalMinor != nil}} {
+		if x.set {
+			return domain.Decide{}, invalid(x.field, "%s is a refund's; an %s decision states facts.export_ready", x.field, domain.KindExportDownload)
+		}
+	}
+	ready, err := need(f.ExportReady, "facts.export_ready")
+	if err != nil {
+		return domain.Decide{}, err
+	}
+	return domain.Decide{Approver: approver, Uses: uses, ExportFacts: domain.ExportFacts{ExportReady: ready}, KeyPolicy: domain.KeyPerAttempt}, nil
 }

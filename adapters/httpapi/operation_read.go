@@ -8,12 +8,17 @@ import (
 )
 
 type operationView struct {
-	OperationID     string    `json:"operation_id"`
-	State           string    `json:"state"`
-	Attempt         int       `json:"attempt"`
-	AmountMinor     int64     `json:"amount_minor"`
-	Currency        string    `json:"currency"`
-	OrderID         string    `json:"order_id"`
+	OperationID string `json:"operation_id"`
+	Kind        string `json:"kind"`
+	State       string `json:"state"`
+	Attempt     int    `json:"attempt"`
+	// AmountMinor, Currency and OrderID are a refund's (null for another
+	// kind); ExportID an export download's (null for another kind).
+	AmountMinor     *int64    `json:"amount_minor"`
+	Currency        *string   `json:"currency"`
+	OrderID         *string   `json:"order_id"`
+	ExportID        *string   `json:"export_id"`
+	UsesLeft        int       `json:"uses_left"`
 	CorrelationID   string    `json:"correlation_id"`
 	OrderTotalMinor *int64    `json:"order_total_minor"`
 	CreatedAt       time.Time `json:"created_at"`
@@ -29,6 +34,7 @@ type executionView struct {
 	ExecutionID       string     `json:"execution_id"`
 	State             string     `json:"state"`
 	Attempt           int        `json:"attempt"`
+	Use               int        `json:"use"`
 	LeaseEpoch        int64      `json:"lease_epoch"`
 	IdempotencyKey    string     `json:"idempotency_key"`
 	Outcome           *string    `json:"outcome"`
@@ -57,12 +63,15 @@ func (s *Server) getOperation(_ http.ResponseWriter, r *http.Request, _ Principa
 	if err != nil {
 		return reply{}, readError("executions", err)
 	}
-	v := operationView{OperationID: o.ID, State: o.State, Attempt: o.Attempt, AmountMinor: o.AmountMinor, Currency: o.Currency,
-		OrderID: o.OrderID, CorrelationID: o.CorrelationID, OrderTotalMinor: o.OrderTotalMinor, CreatedAt: o.CreatedAt,
+	v := operationView{OperationID: o.ID, Kind: o.Kind, State: o.State, Attempt: o.Attempt, ExportID: o.ExportID, UsesLeft: o.UsesLeft,
+		CorrelationID: o.CorrelationID, OrderTotalMinor: o.OrderTotalMinor, CreatedAt: o.CreatedAt,
 		UpdatedAt: o.UpdatedAt, Version: o.Version, ProjectionIncomplete: o.ProjectionIncomplete,
 		Executions: make([]executionView, 0, len(xs))}
+	if o.Kind == string(domain.KindRefund) {
+		v.AmountMinor, v.Currency, v.OrderID = &o.AmountMinor, &o.Currency, &o.OrderID
+	}
 	for _, x := range xs {
-		v.Executions = append(v.Executions, executionView{ExecutionID: x.ID, State: x.State, Attempt: x.Attempt,
+		v.Executions = append(v.Executions, executionView{ExecutionID: x.ID, State: x.State, Attempt: x.Attempt, Use: x.Use,
 			LeaseEpoch: x.LeaseEpoch, IdempotencyKey: x.IdempotencyKey, Outcome: x.Outcome,
 			ProviderReference: x.ProviderReference, StartedAt: x.StartedAt, EndedAt: x.EndedAt})
 	}

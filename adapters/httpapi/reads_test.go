@@ -31,11 +31,14 @@ func TestReads(t *testing.T) {
 	require.EqualValues(t, 4500, r.body["amount_minor"])
 	require.Equal(t, "EUR", r.str("currency"))
 	require.Equal(t, "ORD-read-1", r.str("order_id"))
+	require.Equal(t, "refund", r.str("kind"))
+	require.Nil(t, r.body["export_id"])
+	require.EqualValues(t, 0, r.body["uses_left"], "its one use is spent")
 	require.NotEmpty(t, r.str("correlation_id"))
 	xs := r.body["executions"].([]any)
 	require.Len(t, xs, 1)
 	require.Equal(t, map[string]any{
-		"execution_id": string(x), "state": "Completed", "attempt": float64(1), "lease_epoch": float64(1),
+		"execution_id": string(x), "state": "Completed", "attempt": float64(1), "use": float64(1), "lease_epoch": float64(1),
 		"idempotency_key": string(domain.IdempotencyKeyFor(op, 1)), "outcome": "Completed", "provider_reference": "re_9",
 		"started_at": start.Format("2006-01-02T15:04:05Z07:00"), "ended_at": start.Format("2006-01-02T15:04:05Z07:00"),
 	}, xs[0])
