@@ -79,3 +79,45 @@ func newProviderClient(profile domain.ProviderProfile, url string, log *slog.Log
 	}
 	return c, nil
 }
+
+// exportDeliveryFlag is the export-delivery service's base URL, the
+// executor of export downloads (workers deliver through it, the reconciler
+// reads it). Empty: none — a worker answers a claimed download NotApplied
+// without sending anything, the reconciler escalates an Unknown one.
+func addExportDeliveryFlag(fs *flag.FlagSet) *string {
+	return fs.String("export-delivery-url", env("EXPORT_DELIVERY_URL", ""),
+		"the export-delivery service's base URL, for export downloads (provider-sim serves one beside the provider); empty: none [EXPORT_DELIVERY_URL]")
+}
+
+// newExportClient is the export-delivery client of serve and worker, or nil
+// when no URL is set.
+func newExportClient(url string, log *slog.Logger, observer provider.Observer) (*provider.ExportClient, error) {
+	if url == "" {
+		return nil, nil
+	}
+	c, err := provider.NewExportClient(provider.Config{BaseURL: url, Logger: log, Observer: observer})
+	if err != nil {
+		return nil, fmt.Errorf("EXPORT_DELIVERY_URL: %w", err)
+	}
+	return c, nil
+}
+
+// parseEnabledKinds reads OPLEDGER_ENABLE_KINDS: operation kinds besides
+// refunds that serve creates, comma-separated.
+func parseEnabledKinds(s string) ([]domain.OperationKind, error) {
+	var out []domain.OperationKind
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		k, err := domain.ParseOperationKind(name)
+		if err != nil {
+			return nil, fmt.Errorf("OPLEDGER_ENABLE_KINDS / --enable-kinds: %w", err)
+		}
+		if k != domain.KindRefund {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/provider"
+	"opledger/domain"
 )
 
 func providerFlagsFrom(t *testing.T, args ...string) *providerFlags {
@@ -92,4 +93,18 @@ func TestCommandsRefuseBadProviderSettings(t *testing.T) {
 		require.Equal(t, 1, code, "%v: %s", c.args, stderr.String())
 		require.Contains(t, stderr.String(), c.want, "%v", c.args)
 	}
+}
+
+// TestEnabledKindsNameKnownKindsOnly: OPLEDGER_ENABLE_KINDS takes the kinds
+// there are (refund is always on), and names the setting for anything else.
+func TestEnabledKindsNameKnownKindsOnly(t *testing.T) {
+	kinds, err := parseEnabledKinds(" export-download, refund ,")
+	require.NoError(t, err)
+	require.Equal(t, []domain.OperationKind{domain.KindExportDownload}, kinds)
+	kinds, err = parseEnabledKinds("")
+	require.NoError(t, err)
+	require.Empty(t, kinds)
+	_, err = parseEnabledKinds("export-download,teleport")
+	require.ErrorContains(t, err, "OPLEDGER_ENABLE_KINDS / --enable-kinds")
+	require.ErrorContains(t, err, `"teleport"`)
 }

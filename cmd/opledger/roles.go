@@ -90,8 +90,16 @@ func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Inde
 	if err != nil {
 		return role{}, err
 	}
-	rc, err := recovery.NewReconciler(recovery.ReconcilerConfig{Ledger: lg, Index: index, Provider: client,
-		Profile: s.profile, Logger: log, Interval: s.reconcileInterval, SetAside: failing})
+	exports, err := newExportClient(s.exportURL, log, metrics)
+	if err != nil {
+		return role{}, err
+	}
+	cfg := recovery.ReconcilerConfig{Ledger: lg, Index: index, Provider: client,
+		Profile: s.profile, Logger: log, Interval: s.reconcileInterval, SetAside: failing}
+	if exports != nil {
+		cfg.Exports, cfg.ExportProfile = exports, exports.Profile()
+	}
+	rc, err := recovery.NewReconciler(cfg)
 	if err != nil {
 		return role{}, err
 	}

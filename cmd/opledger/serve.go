@@ -46,6 +46,10 @@ type serveSettings struct {
 	brokers           []string
 	digests           *digestFlags  // serve_digest.go
 	console           *consoleFlags // serve_console.go
+	// enabledKinds are the operation kinds besides refunds the API creates;
+	// exportURL the export-delivery service the reconciler reads.
+	enabledKinds []domain.OperationKind
+	exportURL    string
 }
 
 // serveFlags is serve's settings as given, before validation.
@@ -55,6 +59,7 @@ type serveFlags struct {
 	tlsCert, tlsKey, rateLimit, rateBurst, roleBackoff, roleFailures *string
 	dev, testClock                                                   *bool
 	disable, sweepEvery, reconcileEvery                              *string
+	enableKinds, exportURL                                           *string
 	shutdown                                                         *time.Duration
 }
 
@@ -82,6 +87,9 @@ func addServeFlags(fs *flag.FlagSet) serveFlags {
 		reconcileEvery: fs.String("reconcile-interval", env("OPLEDGER_RECONCILE_INTERVAL", "3s"),
 			"how often the reconciler examines Unknown executions [OPLEDGER_RECONCILE_INTERVAL]"),
 		shutdown: fs.Duration("shutdown-timeout", 15*time.Second, "how long requests and roles in flight may take to finish on shutdown"),
+		enableKinds: fs.String("enable-kinds", env("OPLEDGER_ENABLE_KINDS", ""),
+			"operation kinds besides refunds the API creates, comma-separated: export-download. Enable one only once every reader of the ledger (serve, worker, audit, projections) runs this release [OPLEDGER_ENABLE_KINDS]"),
+		exportURL: addExportDeliveryFlag(fs),
 	}
 }
 
@@ -127,6 +135,10 @@ func serveConfig(f serveFlags, tf *transportFlags) (serveSettings, error) {
 	if s.profile, err = f.provider.resolve(); err != nil {
 		errs = append(errs, err)
 	}
+	if s.enabledKinds, err = parseEnabledKinds(*f.enableKinds); err != nil {
+		errs = append(errs, err)
+	}
+	s.exportURL = *f.exportURL
 	if s.tokensFile == "" {
 		errs = append(errs, fmt.Errorf("no tokens file: set %s or --%s (lines 'ROLE sha256:DIGEST [NAME]')", httpapi.TokensEnvVar, httpapi.TokensFlag))
 	}
@@ -266,7 +278,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	api, err := httpapi.New(httpapi.Config{
 		Ledger: lg, Signer: keys, Tokens: tokens, ReadModels: pool, Schema: db.viewSchema, Profile: s.profile,
 		TestClock: offset, Metrics: metrics, Logger: log, ProjectionLag: projector.Lag, SetAside: failing,
-		Ready: readiness(pool, opened.Check), Status: status, RateLimit: s.rateLimit,
+		Ready: readiness(pool, opened.Check), Status: status, RateLimit: s.rateLimit, EnabledKinds: s.enabledKinds,
 	})
 	if err != nil {
 		return err

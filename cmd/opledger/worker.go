@@ -72,6 +72,7 @@ type workerSettings struct {
 	concurrency int
 	relay       bool
 	brokers     []string
+	exportURL   string // the export-delivery service, for export downloads; "" none
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -81,6 +82,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	id := fs.String("worker-id", env("OPLEDGER_WORKER_ID", defaultWorkerID()), "names this worker on leases, claims and dead letters [OPLEDGER_WORKER_ID]")
 	providerURL := fs.String("provider-url", env("PROVIDER_URL", ""), "the payment provider's base URL, e.g. http://127.0.0.1:8081 [PROVIDER_URL]")
 	pf := addProviderFlags(fs)
+	exportURL := addExportDeliveryFlag(fs)
 	concurrency := fs.String("concurrency", env("OPLEDGER_WORKER_CONCURRENCY", "4"), "messages handled at once on the Postgres queue (Kafka: one per assigned partition) [OPLEDGER_WORKER_CONCURRENCY]")
 	relay := fs.Bool("relay", env("OPLEDGER_WORKER_RELAY", "") == "true", "also run the relays (log to transport), for a single machine without 'serve' [OPLEDGER_WORKER_RELAY=true]")
 	if code, ok := parse(fs, args); !ok {
@@ -90,6 +92,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
+	s.exportURL = *exportURL
 	log := newLogger(stderr).With("worker", s.id)
 	if err := serveWorker(ctx, db, tf, s, log); err != nil && !errors.Is(err, context.Canceled) {
 		return fail(stderr, "worker", err)
@@ -168,7 +171,15 @@ func serveWorker(ctx context.Context, db *dbConfig, tf *transportFlags, s worker
 	if err != nil {
 		return err
 	}
-	wk, err := worker.New(worker.Config{ID: s.id, Ledger: lg, Provider: client, Logger: log})
+	exports, err := newExportClient(s.exportURL, log, nil)
+	if err != nil {
+		return err
+	}
+	cfg := worker.Config{ID: s.id, Ledger: lg, Provider: client, Logger: log}
+	if exports != nil {
+		cfg.Exports = exports
+	}
+	wk, err := worker.New(cfg)
 	if err != nil {
 		return err
 	}
