@@ -46,6 +46,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("StoreUnavailableNothingConsumed", func(t *testing.T) { t.Parallel(); unavailable(t, b) })
 	t.Run("RefusedWriteIsRecorded", func(t *testing.T) { t.Parallel(); refusedWriteRecorded(t, b) })
 	t.Run("LeaseBoundToHolder", func(t *testing.T) { t.Parallel(); leaseBoundToHolder(t, b) })
+	t.Run("BoundedUsesRacingClaims", func(t *testing.T) { t.Parallel(); boundedUsesRacing(t, b) })
 }
 
 // Harness is one operation's world: a store, a clock and a handler.
@@ -416,4 +417,86 @@ func requireReason(t *testing.T, err error, reason domain.Reason) {
 	var r *domain.Refusal
 	require.True(t, errors.As(err, &r), "want refusal %s, got %v", reason, err)
 	require.Equal(t, reason, r.Reason, r.Detail)
+}
+
+// boundedUsesRacing: an export download of three uses, presented by 16
+// racing claims per round from two handler instances: each round exactly
+// one claim opens an execution (one open at a time), each with its use and
+// its own key; once the three uses are spent, every presentation is
+// AlreadyConsumed with replay suspected, and the stream holds three
+// Claimed, each recorded loser as evidence.
+func boundedUsesRacing(t *testing.T, b Backend) {
+	h := NewHarness(t, b)
+	ctx := context.Background()
+	op := domain.OperationID("OP-5120")
+	_, err := h.H.RequestOperation(ctx, domain.RequestOperation{OperationID: op, Kind: domain.KindExportDownload, ExportID: "EXP-7781",
+		CorrelationID: "COR-5120"}, ledger.Cause{Actor: "agent-7"})
+	require.NoError(t, err)
+	_, issued, err := h.H.DecideAndIssue(ctx, op, domain.Decide{Approver: "agent-7", ExportFacts: domain.ExportFacts{ExportReady: true}, Uses: 3},
+		domain.IssueCapability{}, ledger.Cause{Actor: "agent-7"})
+	require.NoError(t, err)
+	handlers := []*ledger.Handler{h.Handler(h.Another()), h.Handler(h.Another())}
+	const n = 16
+	keys := map[domain.IdempotencyKey]bool{}
+	for round := 1; round <= 4; round++ {
+		results := make([]ledger.ClaimOutcome, n)
+		errs := make([]error, n)
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for i := range n {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				start.Wait()
+				results[i], errs[i] = handlers[i%2].Claim(ctx, op, domain.Claim{
+					MessageID: domain.MessageID(fmt.Sprintf("MSG-%d-%02d", round, i)), CapabilityID: issued.CapabilityID, WorkerID: fmt.Sprintf("worker-%d", i),
+				})
+			}()
+		}
+		start.Done()
+		done.Wait()
+		var won []ledger.ClaimOutcome
+		for i := range n {
+			require.NoError(t, errs[i])
+			switch results[i].Status {
+			case domain.StatusClaimed:
+				won = append(won, results[i])
+			case domain.StatusOperationNotExecutable:
+				require.Less(t, round, 4, "spent authority is AlreadyConsumed, not refused for an open execution")
+			case domain.StatusAlreadyConsumed:
+				require.True(t, results[i].ReplaySuspected)
+			default:
+				t.Fatalf("round %d claim %d: unexpected %s (%s)", round, i, results[i].Status, results[i].Reason)
+			}
+		}
+		if round == 4 {
+			require.Empty(t, won, "three uses, no fourth claim")
+			break
+		}
+		require.Len(t, won, 1, "round %d: one execution open at a time", round)
+		c := won[0]
+		require.Equal(t, round, c.Use)
+		require.Equal(t, 3-round, c.UsesLeft)
+		require.False(t, keys[c.Claimed.IdempotencyKey], "every use has its own key")
+		keys[c.Claimed.IdempotencyKey] = true
+		require.NoError(t, h.H.RecordOutcome(ctx, op, domain.RecordOutcome{ExecutionID: c.ExecutionID, LeaseEpoch: 1, LeaseSecret: c.LeaseSecret,
+			Outcome: domain.Completed, ProviderReference: fmt.Sprintf("dl_%d", round)}, ledger.Cause{Actor: "worker"}))
+	}
+	s, err := h.H.Load(ctx, op)
+	require.NoError(t, err)
+	require.Len(t, s.Executions, 3)
+	require.Equal(t, domain.CapConsumed, s.Capabilities[issued.CapabilityID].State)
+	events, err := h.Store.ReadStream(ctx, op.StreamName(), 0, 100_000)
+	require.NoError(t, err)
+	claimed, rejected := 0, 0
+	for _, e := range events {
+		switch e.Type {
+		case domain.TypeClaimed:
+			claimed++
+		case domain.TypePresentationRejected:
+			rejected++
+		}
+	}
+	require.Equal(t, 3, claimed)
+	require.Equal(t, 4*n-3, rejected, "every loser recorded")
 }
