@@ -1,10 +1,12 @@
 package harness_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/harness"
 	"opledger/eventstore"
 	"opledger/eventstore/kurrent"
 	"opledger/eventstore/kurrent/kurrenttest"
@@ -88,4 +90,18 @@ func TestKeyIdenticalOnEveryResendOnKurrent(t *testing.T) {
 
 func TestNotAppliedThenNewDecisionOnKurrent(t *testing.T) {
 	testNotAppliedThenNewDecision(t, onKurrent)
+}
+
+// TestBothStoriesOnKurrent: the refund story, then three downloads of an
+// export, on the KurrentDB test server.
+func TestBothStoriesOnKurrent(t *testing.T) {
+	t.Parallel()
+	store, _ := onKurrent.open(t)
+	w, err := harness.New(harness.Options{Store: store, ClientAttempts: 1})
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	var out bytes.Buffer
+	_, err = harness.RunStory(t.Context(), w, &out, harness.DirectCourier{})
+	require.NoError(t, err, out.String())
+	requireExportStory(t, w, &out)
 }

@@ -53,12 +53,15 @@ var SeedStart = time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC)
 
 // World is one running refund system.
 type World struct {
-	Clock      *clock.Manual
-	Store      eventstore.Store
-	Ledger     *ledger.Handler
-	Sim        *sim.Simulator
-	SimURL     string
-	Provider   *provider.Client
+	Clock    *clock.Manual
+	Store    eventstore.Store
+	Ledger   *ledger.Handler
+	Sim      *sim.Simulator
+	SimURL   string
+	Provider *provider.Client
+	// Exports is the export-delivery service's client (the simulator serves
+	// it beside the provider), the executor of export downloads.
+	Exports    *provider.ExportClient
 	Index      recovery.Index
 	SetAside   setaside.Store
 	Sweeper    *recovery.Sweeper
@@ -116,6 +119,14 @@ func New(opts Options) (*World, error) {
 		w.Close()
 		return nil, err
 	}
+	w.Exports, err = provider.NewExportClient(provider.Config{
+		BaseURL: w.SimURL, MaxAttempts: cmp.Or(opts.ClientAttempts, 3), Timeout: 10 * time.Second,
+		After: w.ClientTimers.After, Logger: opts.Logger,
+	})
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
 	w.SetAside = opts.SetAside
 	if w.SetAside == nil {
 		w.SetAside = &setaside.Memory{}
@@ -135,6 +146,7 @@ func New(opts Options) (*World, error) {
 	}
 	w.Reconciler, err = recovery.NewReconciler(recovery.ReconcilerConfig{
 		Ledger: w.Ledger, Index: w.Index, Provider: w.Provider, Profile: opts.Profile, Logger: opts.Logger, SetAside: w.SetAside,
+		Exports: w.Exports, ExportProfile: w.Exports.Profile(),
 	})
 	if err != nil {
 		w.Close()
@@ -153,16 +165,23 @@ func (w *World) Close() {
 	}
 }
 
-// Worker returns a worker named id on this world's ledger and provider, its
-// lease renewals driven by WorkerTimers.
+// Worker returns a worker named id on this world's ledger, provider and
+// export-delivery service, its lease renewals driven by WorkerTimers.
 func (w *World) Worker(id string) (*worker.Worker, error) {
+	return w.WorkerOn(id, w.Ledger)
+}
+
+// WorkerOn is Worker writing through lg (CrashAfterClaim: a process that
+// dies after its claim).
+func (w *World) WorkerOn(id string, lg worker.Ledger) (*worker.Worker, error) {
 	return worker.New(worker.Config{
-		ID: id, Ledger: w.Ledger, Provider: w.Provider, Clock: w.Clock, Logger: w.Logger,
+		ID: id, Ledger: lg, Provider: w.Provider, Exports: w.Exports, Clock: w.Clock, Logger: w.Logger,
 		After: w.WorkerTimers.After,
 	})
 }
 
-// Refund names one approved refund: its operation and the capability issued.
+// Refund names one approved operation, a refund or an export download: its
+// operation and the capability issued.
 type Refund struct {
 	Operation  domain.OperationID
 	Capability domain.CapabilityID
@@ -194,6 +213,22 @@ func (w *World) Reauthorize(ctx context.Context, op domain.OperationID, facts do
 	}
 	c, err := w.IssueCapability(ctx, op)
 	return Refund{Operation: op, Capability: c, Decision: d}, err
+}
+
+// ApproveDownloads requests an export download of export (operation op),
+// decides uses downloads Allowed and issues their capability: the export
+// API's part of the second story.
+func (w *World) ApproveDownloads(ctx context.Context, op domain.OperationID, export string, uses int) (Refund, error) {
+	_, err := w.Ledger.RequestOperation(ctx, domain.RequestOperation{
+		OperationID: op, Kind: domain.KindExportDownload, ExportID: export,
+		CorrelationID: domain.CorrelationID("COR-" + string(op)), RequestedBy: "agent-7",
+	}, ledger.Cause{Actor: "agent-7"})
+	if err != nil {
+		return Refund{}, err
+	}
+	d, c, err := w.Ledger.DecideAndIssue(ctx, op, domain.Decide{Approver: "agent-7", ExportFacts: domain.ExportFacts{ExportReady: true}, Uses: uses},
+		domain.IssueCapability{}, ledger.Cause{Actor: "agent-7"})
+	return Refund{Operation: op, Capability: c.CapabilityID, Decision: d}, err
 }
 
 // IssueCapability issues another capability under op's latest decision.

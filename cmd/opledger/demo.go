@@ -25,7 +25,7 @@ import (
 )
 
 func init() {
-	register("demo", "play the seed's Thursday/Friday refund story end to end", runDemo)
+	register("demo", "play the seed's Thursday/Friday refund story end to end, then three downloads of an export", runDemo)
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -66,6 +66,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
+	fmt.Fprintln(stdout, "\n== the second kind: three downloads of a generated export (authority of bounded use)")
+	exports, err := harness.RunExportStory(ctx, w, stdout)
+	if err != nil {
+		return fail(stderr, "demo", err)
+	}
 
 	fmt.Fprintln(stdout, "\n== audit replay "+string(harness.StoryOperation)+" (straight from its stream)")
 	rows, err := audit.Replay(ctx, env.store, harness.StoryOperation)
@@ -83,7 +88,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := report.WriteText(stdout); err != nil {
 		return fail(stderr, "demo", err)
 	}
-	result := demoResult{Summary: sum, Invariants: "ok", Store: env.kind}
+	result := demoResult{Summary: sum, Invariants: "ok", Store: env.kind, ExportSummary: exports}
 	if !report.OK() {
 		var b strings.Builder
 		_ = report.WriteText(&b)
@@ -95,7 +100,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout)
 	line, _ := json.Marshal(result)
 	fmt.Fprintln(stdout, string(line))
-	if sum.RefundsCreated != 1 || !report.OK() || !result.ForgeryCaught {
+	if sum.RefundsCreated != 1 || exports.ExportsDelivered != exports.ExportUses || !report.OK() || !result.ForgeryCaught {
 		return 1
 	}
 	return 0
@@ -112,6 +117,9 @@ type demoResult struct {
 	// ForgeryCaught: the closing demonstration's forgery was caught by
 	// verify with the digest and without.
 	ForgeryCaught bool `json:"forgery_caught"`
+	// The second kind's figures, after the refund's (fields added at the
+	// end of the line: export_uses, exports_delivered, export_keys, ...).
+	harness.ExportSummary
 }
 
 // demoEnv is where the demo runs: PostgreSQL with serve's roles (projector,

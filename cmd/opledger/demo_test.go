@@ -41,6 +41,11 @@ func TestDemo(t *testing.T) {
 				UnknownReconciled  int    `json:"unknown_reconciled"`
 				Invariants         string `json:"invariants"`
 				ForgeryCaught      bool   `json:"forgery_caught"`
+				ExportUses         int    `json:"export_uses"`
+				ExportsDelivered   int    `json:"exports_delivered"`
+				ExportKeys         int    `json:"export_keys"`
+				ExportReplays      int    `json:"export_replays_rejected"`
+				ExportReconciled   int    `json:"export_unknown_reconciled"`
 			}
 			require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &result))
 			require.Equal(t, 1, result.RefundsCreated)
@@ -50,6 +55,10 @@ func TestDemo(t *testing.T) {
 			require.Equal(t, 1, result.UnknownReconciled)
 			require.Equal(t, "ok", result.Invariants)
 			require.True(t, result.ForgeryCaught, "the closing demonstration's forgery is caught")
+			require.Equal(t, []int{3, 3, 3, 1, 1}, []int{result.ExportUses, result.ExportsDelivered, result.ExportKeys, result.ExportReplays, result.ExportReconciled},
+				"three downloads, each under its own key, the fourth refused as a replay")
+			require.True(t, strings.HasPrefix(lines[len(lines)-1], `{"refunds_created":1,`), "the line's existing fields come first, as before")
+			require.Contains(t, out.String(), "== the second kind: three downloads of a generated export")
 			require.Contains(t, out.String(), "DEMONSTRATION: an insider forges history")
 			if name == "kafka" {
 				require.Contains(t, out.String(), "the relay into Kafka at "+brokers)
