@@ -51,6 +51,12 @@ func TestExampleQueries(t *testing.T) {
 	e.clock.Advance(170 * time.Minute) // 10 min ago
 	recent := e.request("OP-RECENT", 6_000)
 	recent.record(recent.execute("MSG-N1"), domain.Unknown, "")
+	dl := e.requestExport("OP-DL") // three downloads, one taken: two left, for 5 more minutes
+	capDL := dl.allowDownloads(3)
+	dl.record(dl.claim("MSG-DL1", capDL).ExecutionID, domain.Completed, "dl_1")
+	spent := e.requestExport("OP-DL-SPENT") // one download, taken: none left
+	capSpent := spent.allowDownloads(1)
+	spent.record(spent.claim("MSG-DS1", capSpent).ExecutionID, domain.Completed, "dl_2")
 	e.catchUp()
 
 	queries, err := projections.ExampleQueries()
@@ -113,11 +119,14 @@ func TestExampleQueries(t *testing.T) {
 				have[fmt.Sprintf("%s %s %s", day.Format(time.DateOnly), row[1], row[2])] = [2]int64{row[3].(int64), amount}
 			}
 			require.Equal(t, want, have)
+		case "export_uses_left":
+			require.Len(t, got, 1, "the spent export and every refund are left out")
+			require.Equal(t, []any{"OP-DL", "EXP-OP-DL", string(capDL), int32(3), int32(1), int32(2)}, got[0][:6])
 		default:
 			t.Fatalf("no test for example query %s", q.Name)
 		}
 	}
-	require.Len(t, seen, 4)
+	require.Len(t, seen, 5)
 }
 
 // numericToInt reads sum(bigint), a numeric, as an int64.
