@@ -14,11 +14,11 @@ import (
 type (
 	// OperationID names one logical business operation across all its attempts.
 	OperationID string
-	// CapabilityID names one bounded, single-use authority.
+	// CapabilityID names one bounded authority: N uses (a refund's: one).
 	CapabilityID string
 	// DecisionID names one policy evaluation.
 	DecisionID string
-	// ExecutionID names one claimed attempt under one capability.
+	// ExecutionID names one claimed use (of an attempt) under one capability.
 	ExecutionID string
 	// CorrelationID groups one end-to-end story; it never authorizes.
 	CorrelationID string

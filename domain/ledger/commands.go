@@ -38,7 +38,8 @@ func (h *Handler) Decide(ctx context.Context, op domain.OperationID, cmd domain.
 	return events[0].(domain.Decided), state, nil
 }
 
-// IssueCapability issues single-use authority under the latest Allowed decision.
+// IssueCapability issues authority, of the uses the latest Allowed decision
+// authorized (a refund: one), under that decision.
 func (h *Handler) IssueCapability(ctx context.Context, op domain.OperationID, cmd domain.IssueCapability, by Cause) (domain.CapabilityIssued, error) {
 	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
 		c := cmd
