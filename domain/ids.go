@@ -1,4 +1,5 @@
-// Package domain is opledger's pure model of a refund operation: identifiers,
+// Package domain is opledger's pure model of an operation (a refund, an
+// export download: its kind's effect policy, kind.go): identifiers,
 // events, the state an operation's stream folds into (Evolve), and the
 // decisions that turn a command and that state into new events or a refusal.
 // It performs no I/O and reads no clock: time comes in as an argument.

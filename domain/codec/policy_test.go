@@ -16,6 +16,8 @@ import (
 	"opledger/domain"
 	"opledger/domain/codec"
 	"opledger/domain/codec/codectest"
+	"opledger/domain/ledger"
+	"opledger/eventstore/memory"
 )
 
 // The readers of earlier releases, frozen as test doubles: copies of their
@@ -444,5 +446,71 @@ func TestFrozenShapesAreTheFixtures(t *testing.T) {
 		}
 		_, err := mainBeforeSchemaEvolution.read(mainBeforeSchemaEvolution, f.Type, f.Data, f.Metadata)
 		require.NoError(t, err, f.Path)
+	}
+}
+
+// TestThePreviousReleaseReadsEveryRefundStreamAndRefusesAnExportDownloads:
+// streams written by this build's command handler — a refund claimed and
+// completed, an export download of three uses with one claimed and
+// completed — read by the previous releases' frozen readers: every event of
+// the refund's stream reads; the export download's stream is refused at its
+// first event, and every event stating its kind or uses is refused as
+// written by a newer build, never read as a refund's.
+func TestThePreviousReleaseReadsEveryRefundStreamAndRefusesAnExportDownloads(t *testing.T) {
+	ctx := t.Context()
+	store := memory.New(nil)
+	h, err := ledger.New(ledger.Config{Store: store})
+	require.NoError(t, err)
+	by := ledger.Cause{Actor: "agent-7"}
+	_, err = h.RequestOperation(ctx, domain.RequestOperation{OperationID: "OP-4471", OrderID: "ORD-8841", AmountMinor: 12000, Currency: "EUR",
+		OrderTotalMinor: 24000, CorrelationID: "COR-2210"}, by)
+	require.NoError(t, err)
+	_, refundCap, err := h.DecideAndIssue(ctx, "OP-4471", domain.Decide{Approver: "agent-7", ApprovalLimitMinor: 50000,
+		Facts: domain.Facts{OrderRefundable: true}}, domain.IssueCapability{}, by)
+	require.NoError(t, err)
+	_, err = h.RequestOperation(ctx, domain.RequestOperation{OperationID: "OP-5120", Kind: domain.KindExportDownload, ExportID: "EXP-7781",
+		CorrelationID: "COR-5120"}, by)
+	require.NoError(t, err)
+	_, exportCap, err := h.DecideAndIssue(ctx, "OP-5120", domain.Decide{Approver: "agent-7", ExportFacts: domain.ExportFacts{ExportReady: true}, Uses: 3},
+		domain.IssueCapability{}, by)
+	require.NoError(t, err)
+	for op, c := range map[domain.OperationID]domain.CapabilityID{"OP-4471": refundCap.CapabilityID, "OP-5120": exportCap.CapabilityID} {
+		out, err := h.Claim(ctx, op, domain.Claim{MessageID: "MSG-1", CapabilityID: c, WorkerID: "worker-a"})
+		require.NoError(t, err)
+		require.Equal(t, domain.StatusClaimed, out.Status)
+		require.NoError(t, h.RecordOutcome(ctx, op, domain.RecordOutcome{ExecutionID: out.ExecutionID, LeaseEpoch: 1, LeaseSecret: out.LeaseSecret,
+			Outcome: domain.Completed, ProviderReference: "ref-1"}, by))
+		_, err = h.Claim(ctx, op, domain.Claim{MessageID: "MSG-2", CapabilityID: c, WorkerID: "worker-b"})
+		require.NoError(t, err)
+	}
+	for _, r := range []frozenReader{schemaEvolutionRelease, mainBeforeSchemaEvolution} {
+		t.Run(r.name, func(t *testing.T) {
+			refund, err := store.ReadStream(ctx, "operation-OP-4471", 0, 100)
+			require.NoError(t, err)
+			require.Len(t, refund, 6)
+			for _, rec := range refund {
+				_, err := r.read(r, rec.Type, rec.Data, rec.Metadata)
+				require.NoError(t, err, "%s@%d", rec.Type, rec.Version)
+			}
+			export, err := store.ReadStream(ctx, "operation-OP-5120", 0, 100)
+			require.NoError(t, err)
+			refused := 0
+			for _, rec := range export {
+				_, err := r.read(r, rec.Type, rec.Data, rec.Metadata)
+				switch rec.Type {
+				case domain.TypeOperationRequested, domain.TypeDecided, domain.TypeCapabilityIssued, domain.TypeClaimed:
+					require.Error(t, err, "%s@%d is refused", rec.Type, rec.Version)
+					if r.name == schemaEvolutionRelease.name {
+						require.ErrorContains(t, err, "written by a newer build")
+					}
+					refused++
+				default:
+					require.NoError(t, err, "%s@%d carries nothing of the kind", rec.Type, rec.Version)
+				}
+			}
+			require.Equal(t, 4, refused)
+			_, err = r.read(r, export[0].Type, export[0].Data, export[0].Metadata)
+			require.Error(t, err, "the stream's first event: an older handler cannot fold the stream at all")
+		})
 	}
 }
