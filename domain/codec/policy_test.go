@@ -450,9 +450,9 @@ func TestFrozenShapesAreTheFixtures(t *testing.T) {
 }
 
 // TestThePreviousReleaseReadsEveryRefundStreamAndRefusesAnExportDownloads:
-// streams written by this build's command handler — a refund claimed and
-// completed, an export download of three uses with one claimed and
-// completed — read by the previous releases' frozen readers: every event of
+// streams written by this build's command handler — a refund claimed,
+// completed and presented again, an export download of three uses with use
+// 1 claimed and completed and use 2 claimed — read by the previous releases' frozen readers: every event of
 // the refund's stream reads; the export download's stream is refused at its
 // first event, and every event stating its kind or uses is refused as
 // written by a newer build, never read as a refund's.
@@ -508,7 +508,7 @@ func TestThePreviousReleaseReadsEveryRefundStreamAndRefusesAnExportDownloads(t *
 					require.NoError(t, err, "%s@%d carries nothing of the kind", rec.Type, rec.Version)
 				}
 			}
-			require.Equal(t, 4, refused)
+			require.Equal(t, 5, refused, "requested, decided, issued, and the claims of uses 1 and 2")
 			_, err = r.read(r, export[0].Type, export[0].Data, export[0].Metadata)
 			require.Error(t, err, "the stream's first event: an older handler cannot fold the stream at all")
 		})
