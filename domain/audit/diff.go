@@ -122,7 +122,7 @@ type differ struct {
 // own for a record without a reference or a state, or a reference given
 // twice.
 func ProviderDiff(ctx context.Context, store eventstore.Store, export ProviderExport) (DiffReport, error) {
-	d := &differ{byID: map[string]*refundRec{}, ops: map[string]*ledgerOp{}, others: map[string]bool{}}
+	d := &differ{byID: map[string]*refundRec{}, ops: map[string]*ledgerOp{}}
 	err := export.Records(func(p ProviderRecord) error {
 		line := p.Line
 		switch {
@@ -221,6 +221,9 @@ func (d *differ) ledgerEvent(rec *eventstore.RecordedEvent) error {
 	switch ev := e.(type) {
 	case domain.OperationRequested:
 		if ev.Kind != "" && ev.Kind != domain.KindRefund {
+			if d.others == nil {
+				d.others = map[string]bool{}
+			}
 			d.others[string(opID)] = true
 			return nil
 		}

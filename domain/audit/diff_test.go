@@ -123,3 +123,22 @@ func (l recordList) Records(each func(audit.ProviderRecord) error) error {
 	}
 	return nil
 }
+
+// TestProviderDiffLeavesExportDownloadsOut: an export download's completed
+// uses are deliveries of the export-delivery service, not refunds: the
+// payment provider's export does not show them, and that is no
+// disagreement.
+func TestProviderDiffLeavesExportDownloadsOut(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, store eventstore.Store) {
+		n := newStory(t, store).write()
+		h := newHistory(t, store, "OP-DL")
+		h.startExport()
+		h.use(1, domain.Completed)
+		h.use(2, domain.Completed)
+		waitVisible(t, store, n+h.next)
+		d, err := audit.ProviderDiff(context.Background(), store, provider.StripeExport(strings.NewReader(cleanExport)))
+		require.NoError(t, err)
+		require.True(t, d.OK(), "%+v", d)
+		require.Equal(t, int64(4), d.LedgerCompleted, "the refunds' completions only")
+	})
+}
