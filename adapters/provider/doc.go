@@ -6,7 +6,9 @@
 // file (ParseProfileFile), each provider's status vocabulary (mapped onto
 // domain.EffectState in one function per provider) and its export format
 // for `audit provider-diff` (ExportReader). docs/providers.md describes both
-// providers side by side.
+// providers side by side. ExportClient implements domain.ExportDeliverer,
+// the executor of export downloads (APIExports, profile ExportsV1), with the
+// same sends, retries and whole-call conclusion (export_delivery.go).
 //
 // # Sending
 //

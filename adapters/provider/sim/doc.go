@@ -2,7 +2,9 @@
 // chosen by Config.Profile: a Stripe-style refunds API (stripe-v1,
 // stripe-v2) and the Meridian refund-requests API (meridian), each served
 // as an http.Handler with an observable ledger, armed faults and a
-// simulated clock. Tests use it in-process through httptest; the
+// simulated clock. Beside either it serves the export-delivery service,
+// the executor of export downloads (exports.go: /v1/export_deliveries,
+// with a ledger of deliveries per operation and per key). Tests use it in-process through httptest; the
 // `opledger provider-sim --provider NAME` command serves it on a listener
 // (Serve, ListenAndServe). The idempotency, fault and ledger engine is one;
 // each provider's dialect reads its requests and writes its answers and
