@@ -87,7 +87,10 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 		header[k] = vs
 	}
 	target := c.target(path)
-	sends, stop := c.sendAll(ctx, Send{Kind: SendCreate, OperationID: req.OperationID, IdempotencyKey: req.IdempotencyKey}, func() sendResult {
+	sends, stop := c.sendAll(ctx, Send{Kind: SendCreate, OperationID: req.OperationID, IdempotencyKey: req.IdempotencyKey}, func(attempt int) sendResult {
+		if simbug.On(simbug.FreshKeyPerResend) && attempt > 1 {
+			c.plantFreshKey(header, req, attempt)
+		}
 		return c.sendCreate(ctx, req, target, body, header)
 	})
 	result := conclude(sends, stop)
@@ -103,7 +106,7 @@ func (c *Client) CreateRefund(ctx context.Context, req domain.RefundRequest) dom
 // resending, never starting one once ctx is done; each is reported as s.
 // It returns the sends and, when it stopped for another reason than an
 // answer, why (for conclude).
-func (c *Client) sendAll(ctx context.Context, s Send, send func() sendResult) ([]sendResult, string) {
+func (c *Client) sendAll(ctx context.Context, s Send, send func(attempt int) sendResult) ([]sendResult, string) {
 	sends := make([]sendResult, 0, c.cfg.MaxAttempts)
 	stop := ""
 	for attempt := 1; attempt <= c.cfg.MaxAttempts; attempt++ {
@@ -117,11 +120,8 @@ func (c *Client) sendAll(ctx context.Context, s Send, send func() sendResult) ([
 			stop = "no further send: " + err.Error()
 			break
 		}
-		if simbug.On(simbug.FreshKeyPerResend) && attempt > 1 {
-			c.plantFreshKey(header, req, attempt)
-		}
 		start := c.cfg.Now()
-		r := send()
+		r := send(attempt)
 		sent := s
 		sent.Attempt, sent.Outcome, sent.StatusCode, sent.Replayed, sent.Retryable, sent.Detail = attempt, r.outcome, r.status, r.replayed, r.retryable, r.detail
 		sent.Latency = c.cfg.Now().Sub(start)

@@ -126,7 +126,7 @@ func (x *ExportClient) DeliverExport(ctx context.Context, req domain.ExportDeliv
 	header.Set("Content-Type", "application/json")
 	header.Set(exportKeyHeader, string(req.IdempotencyKey))
 	target := c.target("/v1/export_deliveries")
-	sends, stop := c.sendAll(ctx, Send{Kind: SendCreate, OperationID: req.OperationID, IdempotencyKey: req.IdempotencyKey}, func() sendResult {
+	sends, stop := c.sendAll(ctx, Send{Kind: SendCreate, OperationID: req.OperationID, IdempotencyKey: req.IdempotencyKey}, func(int) sendResult {
 		ex := c.exchange(ctx, http.MethodPost, target, body, header)
 		if ex.fail != nil {
 			return *ex.fail
