@@ -33,13 +33,14 @@ func TestReadsOperations(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, all.Next)
 	// Newest first: OP-A was created a second before the rest, which tie on
-	// created_at and come by id, descending.
-	require.Equal(t, []string{"OP-H", "OP-G", "OP-F", "OP-E", "OP-D", "OP-C", "OP-B", "OP-A"}, ids(all))
+	// created_at and come by id, descending (the export downloads OP-X and
+	// OP-Y among them).
+	require.Equal(t, []string{"OP-Y", "OP-X", "OP-H", "OP-G", "OP-F", "OP-E", "OP-D", "OP-C", "OP-B", "OP-A"}, ids(all))
 
 	// Keyset pages of three cover the same list, without repeats.
 	var paged []string
 	var after *projections.TimeCursor
-	for range 10 { // bound: 8 operations, 3 a page
+	for range 10 { // bound: 10 operations, 3 a page
 		p, err := reads.ListOperations(ctx, projections.OperationQuery{Limit: 3, After: after})
 		require.NoError(t, err)
 		paged = append(paged, ids(p)...)
@@ -58,7 +59,20 @@ func TestReadsOperations(t *testing.T) {
 
 	replay, err := reads.ListOperations(ctx, projections.OperationQuery{ReplaySuspected: true})
 	require.NoError(t, err)
-	require.Equal(t, []string{"OP-A"}, ids(replay))
+	require.Equal(t, []string{"OP-Y", "OP-A"}, ids(replay), "OP-Y: its one use presented again")
+
+	exports, err := reads.ListOperations(ctx, projections.OperationQuery{Search: "EXE-X.2"})
+	require.NoError(t, err)
+	require.Len(t, exports.Operations, 1)
+	x := exports.Operations[0]
+	require.Equal(t, []any{"OP-X", "export-download", "EXP-OP-X", 1, int64(0), "", ""},
+		[]any{x.ID, x.Kind, *x.ExportID, x.UsesLeft, x.AmountMinor, x.Currency, x.OrderID}, "an export download reads with its export and uses left, no refund fields")
+	uses, err := reads.ExecutionsOf(ctx, "OP-X")
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 2}, []int{uses[0].Use, uses[1].Use})
+	xcaps, err := reads.CapabilitiesOf(ctx, "OP-X")
+	require.NoError(t, err)
+	require.Equal(t, []int{3, 2, 1}, []int{xcaps[0].Uses, xcaps[0].UsesClaimed, xcaps[0].UsesLeft})
 
 	young, err := reads.ListOperations(ctx, projections.OperationQuery{CreatedBefore: start.Add(time.Second)})
 	require.NoError(t, err)
@@ -115,7 +129,7 @@ func TestReadsOperations(t *testing.T) {
 
 	attention, err := reads.Attention(ctx)
 	require.NoError(t, err)
-	require.Equal(t, projections.Attention{EscalatedExecutions: 1, ReplaySignals: 1}, attention)
+	require.Equal(t, projections.Attention{EscalatedExecutions: 1, ReplaySignals: 2}, attention) // OP-A's and OP-Y's
 }
 
 // TestReadsEscalationsAndEvidence: the escalation queue with its evidence,
@@ -164,8 +178,10 @@ func TestReadsEscalationsAndEvidence(t *testing.T) {
 
 	replays, err := reads.ListEvidence(ctx, projections.EvidenceQuery{ReplayOnly: true})
 	require.NoError(t, err)
-	require.Len(t, replays.Evidence, 1)
-	require.Equal(t, "capability.already-consumed", replays.Evidence[0].Reason)
+	require.Len(t, replays.Evidence, 2, "OP-A's and OP-Y's")
+	for _, ev := range replays.Evidence {
+		require.Equal(t, "capability.already-consumed", ev.Reason)
+	}
 	refused, err := reads.ListEvidence(ctx, projections.EvidenceQuery{Kind: projections.EvidenceWriteRefused})
 	require.NoError(t, err)
 	require.Len(t, refused.Evidence, 1)
@@ -205,6 +221,6 @@ func TestReadsGauges(t *testing.T) {
 	require.EqualValues(t, 1, counts["Unknown"])
 	require.EqualValues(t, 1, counts["Escalated"])
 	require.EqualValues(t, 1, counts["Executing"])
-	require.EqualValues(t, 3, counts["Completed"])
-	require.EqualValues(t, 1, counts["NotApplied"])
+	require.EqualValues(t, 5, counts["Completed"], "OP-A, OP-B, OP-G and OP-X's two uses")
+	require.EqualValues(t, 2, counts["NotApplied"], "OP-D's first attempt and OP-Y's one use")
 }
