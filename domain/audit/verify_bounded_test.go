@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,4 +160,29 @@ func TestVerifyCatchesEachBoundedUseViolation(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestTheTimelineTellsAnExportDownloadsUses: audit replay of an export
+// download says what it is about, how many uses its authority has, and
+// which use each claim consumed, with each use's key.
+func TestTheTimelineTellsAnExportDownloadsUses(t *testing.T) {
+	store := newMemoryStore()
+	h := newHistory(t, store, "OP-1")
+	h.startExport()
+	h.use(1, domain.Completed)
+	h.use(2, domain.Completed)
+	rows, err := audit.Replay(t.Context(), store, "OP-1")
+	require.NoError(t, err)
+	var b strings.Builder
+	require.NoError(t, audit.WriteTimelineText(&b, "OP-1", rows))
+	text := b.String()
+	for _, want := range []string{
+		"export-download of export EXP-7781",
+		"decision DEC-1 for attempt 1, 3 uses",
+		"3 uses, attempt 1 under DEC-1",
+		"use 1 of the capability consumed for attempt 1",
+		"provider key export-OP-1-a1-u2",
+	} {
+		require.Contains(t, text, want)
+	}
 }
