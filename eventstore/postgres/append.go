@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,7 +17,6 @@ import (
 // querier is what an append statement runs on: the pool, or (in tests) an
 // open transaction.
 type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
@@ -30,12 +31,12 @@ func streamLockKey(schema, stream string) int64 {
 }
 
 // appendBatch is an append's events as the column arrays the statement
-// unnests, with each event's content digest (chain.Content), which the
-// statement links into the stream's hash chain.
+// unnests, with each event's content digest (chain.Content), from which
+// its links in the stream's hash chain are computed.
 type appendBatch struct {
 	ids, types     []string
 	data, metadata [][]byte
-	contents       [][]byte
+	contents       []chain.Hash
 }
 
 // newAppendBatch validates events beyond eventstore.ValidateAppend: ids must
@@ -49,7 +50,7 @@ func newAppendBatch(stream string, events []eventstore.EventData) (appendBatch, 
 		types:    make([]string, len(events)),
 		data:     make([][]byte, len(events)),
 		metadata: make([][]byte, len(events)),
-		contents: make([][]byte, len(events)),
+		contents: make([]chain.Hash, len(events)),
 	}
 	for i, e := range events {
 		if !isCanonicalUUID(e.ID) {
@@ -59,7 +60,7 @@ func newAppendBatch(stream string, events []eventstore.EventData) (appendBatch, 
 		if err != nil {
 			return appendBatch{}, fmt.Errorf("append %s: %w: event %d (%s): %w", stream, eventstore.ErrInvalidAppend, i, e.ID, err)
 		}
-		b.ids[i], b.types[i], b.data[i], b.metadata[i], b.contents[i] = e.ID, e.Type, nilIfEmpty(e.Data), nilIfEmpty(e.Metadata), content[:]
+		b.ids[i], b.types[i], b.data[i], b.metadata[i], b.contents[i] = e.ID, e.Type, nilIfEmpty(e.Data), nilIfEmpty(e.Metadata), content
 	}
 	return b, nil
 }
@@ -92,9 +93,48 @@ func isCanonicalUUID(s string) bool {
 	return true
 }
 
-// Append implements eventstore.Store in one statement on the hot path (an
-// exact or no-stream expected version), which also links the events into
-// the stream's hash chain from the head hash in the streams row. When the
+// appendRequest is one append ready for the statement: its events, the
+// stream's head it expects (version and hash of the event there), and the
+// links computed from that head.
+type appendRequest struct {
+	stream   string
+	lockKey  int64
+	expected int64 // the version of the stream's last event; NoStreamVersion: no stream
+	head     []byte
+	b        appendBatch
+	// versions, prev and hashes are per event; newHead is the last hash.
+	versions     []int64
+	prev, hashes [][]byte
+	newHead      []byte
+}
+
+// newRequest links b's events after head (for expected NoStreamVersion:
+// the genesis value).
+func (s *Store) newRequest(stream string, head streamHead, b appendBatch) *appendRequest {
+	n := len(b.ids)
+	r := &appendRequest{
+		stream: stream, lockKey: streamLockKey(s.schema, stream), expected: head.version, head: head.hash, b: b,
+		versions: make([]int64, n), prev: make([][]byte, n), hashes: make([][]byte, n),
+	}
+	links := make([]chain.Hash, 2*n) // one allocation for every prev and hash
+	prev := head.prev()
+	for i, content := range b.contents {
+		v := head.version + 1 + int64(i)
+		links[2*i] = prev
+		links[2*i+1] = chain.Link(prev, v, content)
+		prev = links[2*i+1]
+		r.versions[i], r.prev[i], r.hashes[i] = v, links[2*i][:], links[2*i+1][:]
+	}
+	r.newHead = r.hashes[n-1]
+	return r
+}
+
+// Append implements eventstore.Store. An append with an exact or no-stream
+// expected version whose head this store knows (it read or wrote the event
+// at that version; see headCache) is one statement, shared with concurrent
+// appends to other streams (group commit, see groupcommit.go): its links
+// are computed in Go and the statement checks the stream's row against
+// them. An append whose head is unknown reads the row first. When the
 // statement writes nothing (the expected version did not hold) or hits a
 // unique violation (an event id already stored), a second read decides
 // between an idempotent retry, which succeeds with the version the first
@@ -112,21 +152,69 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err := eventstore.ValidateAppend(stream, events); err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	batch, err := newAppendBatch(stream, events)
+	b, err := newAppendBatch(stream, events)
 	if err != nil {
 		return eventstore.AppendResult{}, err
 	}
 	if expected.IsAny() {
-		return s.appendAny(ctx, stream, batch)
+		return s.appendAny(ctx, stream, b)
 	}
-	next, written, err := s.appendOnce(ctx, s.pool, stream, expected, batch)
-	switch {
-	case err == nil && written:
-		return eventstore.AppendResult{NextExpectedVersion: next}, nil
-	case err == nil, errors.Is(err, eventstore.ErrWrongExpectedVersion):
-		return s.settle(ctx, stream, expected, batch)
-	default:
-		return eventstore.AppendResult{}, err
+	return s.appendAt(ctx, stream, expected, b)
+}
+
+// appendAt appends b at an exact or no-stream expected version. With a
+// head from the cache it tries the statement at once; if that writes
+// nothing although the row is at the expected version and holds none of
+// the events, the cached head was not the row's (a row changed behind the
+// store's back): it forgets it and tries once more with the row's head.
+func (s *Store) appendAt(ctx context.Context, stream string, expected eventstore.ExpectedVersion, b appendBatch) (eventstore.AppendResult, error) {
+	want := eventstore.NoStreamVersion
+	if v, exact := expected.Version(); exact {
+		want = v
+	}
+	head, known := streamHead{version: eventstore.NoStreamVersion}, true
+	if want != eventstore.NoStreamVersion {
+		head, known = s.heads.get(stream, want)
+	}
+	for attempt := 0; ; attempt++ {
+		if !known {
+			current, headHash, stored, err := s.lookup(ctx, stream, b)
+			if err != nil {
+				return eventstore.AppendResult{}, err
+			}
+			if next, ok := retried(expected, b.ids, stored); ok {
+				return eventstore.AppendResult{NextExpectedVersion: next}, nil
+			}
+			if current != want || len(stored) > 0 {
+				return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: current}
+			}
+			head = streamHead{version: current, hash: headHash}
+		}
+		r := s.newRequest(stream, head, b)
+		written, err := s.group.commit(ctx, r)
+		if err != nil && !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+			return eventstore.AppendResult{}, err
+		}
+		next := want + int64(len(b.ids))
+		if written {
+			s.heads.put(stream, streamHead{version: next, hash: r.newHead})
+			return eventstore.AppendResult{NextExpectedVersion: next}, nil
+		}
+		s.heads.forget(stream)
+		current, headHash, stored, lerr := s.lookup(ctx, stream, b)
+		if lerr != nil {
+			return eventstore.AppendResult{}, lerr
+		}
+		if next, ok := retried(expected, b.ids, stored); ok {
+			return eventstore.AppendResult{NextExpectedVersion: next}, nil
+		}
+		if attempt == 0 && err == nil && current == want && len(stored) == 0 && !bytes.Equal(headHash, head.hash) {
+			// The version held but the row's head hash is not the one the
+			// links were computed from: link from the row's.
+			head, known = streamHead{version: current, hash: headHash}, true
+			continue
+		}
+		return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: current}
 	}
 }
 
@@ -137,15 +225,15 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 const maxAnyAttempts = 100
 
 // appendAny runs an append with expected version Any as an exact append at
-// the stream's current version, so that the statement knows the versions
-// it hashes. Before each attempt it settles whether the events are already
-// in the stream (a retry, answered as a success again; some but not all of
-// them: refused as on the other paths). A lost race is tried again, at
-// most maxAnyAttempts times; an id stored in another stream is refused.
+// the stream's current version and head, read first, so that its links are
+// known. The same read settles whether the events are already in the
+// stream (a retry, answered as a success again; some but not all of them:
+// refused as on the other paths). A lost race is tried again, at most
+// maxAnyAttempts times; an id stored in another stream is refused.
 func (s *Store) appendAny(ctx context.Context, stream string, b appendBatch) (eventstore.AppendResult, error) {
 	op := "append " + stream
 	for range maxAnyAttempts {
-		current, stored, err := s.lookup(ctx, stream, b)
+		current, headHash, stored, err := s.lookup(ctx, stream, b)
 		if err != nil {
 			return eventstore.AppendResult{}, err
 		}
@@ -155,94 +243,120 @@ func (s *Store) appendAny(ctx context.Context, stream string, b appendBatch) (ev
 		if len(stored) > 0 {
 			return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: eventstore.Any(), Actual: current}
 		}
-		next, written, err := s.appendOnce(ctx, s.pool, stream, eventstore.Exact(current), b)
+		r := s.newRequest(stream, streamHead{version: current, hash: headHash}, b)
+		written, err := s.group.commit(ctx, r)
 		switch {
 		case err == nil && written:
+			next := current + int64(len(b.ids))
+			s.heads.put(stream, streamHead{version: next, hash: r.newHead})
 			return eventstore.AppendResult{NextExpectedVersion: next}, nil
-		case err != nil && !errors.Is(err, eventstore.ErrWrongExpectedVersion):
+		case errors.Is(err, eventstore.ErrWrongExpectedVersion):
+			// A unique violation: unless this very append is stored (a
+			// retry whose first attempt just committed), an event id is
+			// stored elsewhere.
+			after, _, stored, lerr := s.lookup(ctx, stream, b)
+			if lerr != nil {
+				return eventstore.AppendResult{}, lerr
+			}
+			if next, ok := retried(eventstore.Any(), b.ids, stored); ok {
+				return eventstore.AppendResult{NextExpectedVersion: next}, nil
+			}
+			return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: eventstore.Any(), Actual: after}
+		case err != nil:
 			return eventstore.AppendResult{}, err
 		}
-		after, stored, err := s.lookup(ctx, stream, b)
-		if err != nil {
-			return eventstore.AppendResult{}, err
-		}
-		if after == current && len(stored) == 0 {
-			// The version held, so the refusal was a unique violation: an
-			// event id stored in another stream.
-			return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: eventstore.Any(), Actual: current}
-		}
+		// Lost the race for the version: read again.
 	}
 	return eventstore.AppendResult{}, eventstore.Unavailable(op, fmt.Errorf("lost the race for the stream's next version %d times in a row", maxAnyAttempts))
 }
 
-// appendOnce runs the conditional append statement on q, for an exact or
-// no-stream expected version. written is false when the expected version
-// did not hold (nothing was written); a unique violation comes back as an
-// error wrapping ErrWrongExpectedVersion.
-func (s *Store) appendOnce(ctx context.Context, q querier, stream string, expected eventstore.ExpectedVersion, b appendBatch) (next int64, written bool, err error) {
-	n := int64(len(b.ids))
+// execAppends runs appendBatchSQL on q for rs, appends to distinct
+// streams, and reports which were written. A unique violation (an event id
+// already stored, by any of them) fails the whole statement and comes back
+// as an error wrapping ErrWrongExpectedVersion; nothing was written then.
+func (s *Store) execAppends(ctx context.Context, q querier, rs []*appendRequest) ([]bool, error) {
+	events := 0
+	for _, r := range rs {
+		events += len(r.b.ids)
+	}
 	var (
-		sql  string
-		args = []any{stream, n, b.ids, b.types, b.data, b.metadata, streamLockKey(s.schema, stream),
-			b.contents, []byte(chain.LinkTag), chain.Genesis[:]}
+		keys      = make([]int64, len(rs))
+		streams   = make([]string, len(rs))
+		expected  = make([]int64, len(rs))
+		counts    = make([]int64, len(rs))
+		heads     = make([][]byte, len(rs))
+		newHeads  = make([][]byte, len(rs))
+		index     = make([]int64, 0, events)
+		versions  = make([]int64, 0, events)
+		ids       = make([]string, 0, events)
+		types     = make([]string, 0, events)
+		data      = make([][]byte, 0, events)
+		metadata  = make([][]byte, 0, events)
+		prev      = make([][]byte, 0, events)
+		hashes    = make([][]byte, 0, events)
+		operation = "append " + rs[0].stream
 	)
-	switch v, exact := expected.Version(); {
-	case exact:
-		sql = s.sql.appendExact
-		args = append(args, v)
-	case expected.IsNoStream():
-		sql = s.sql.appendNoStream
-	default:
-		return 0, false, fmt.Errorf("append %s: bug: appendOnce with expected version %s", stream, expected)
+	if len(rs) > 1 {
+		operation = fmt.Sprintf("append to %d streams (%s, ...)", len(rs), rs[0].stream)
 	}
-	op := "append " + stream
-	var inserted int64
-	if err := q.QueryRow(ctx, sql, args...).Scan(&next, &inserted); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, false, nil
+	for i, r := range rs {
+		keys[i], streams[i], expected[i], counts[i], heads[i], newHeads[i] = r.lockKey, r.stream, r.expected, int64(len(r.b.ids)), r.head, r.newHead
+		for range r.b.ids {
+			index = append(index, int64(i+1))
 		}
-		return 0, false, interpretError(op, err)
+		versions = append(versions, r.versions...)
+		ids = append(ids, r.b.ids...)
+		types = append(types, r.b.types...)
+		data = append(data, r.b.data...)
+		metadata = append(metadata, r.b.metadata...)
+		prev = append(prev, r.prev...)
+		hashes = append(hashes, r.hashes...)
 	}
-	if inserted != n {
-		// The stream row moved but not every event was written: the
-		// statement's own atomicity is broken. Fail loudly.
-		return 0, false, fmt.Errorf("%s: bug: stream advanced by %d but %d events inserted", op, n, inserted)
-	}
-	return next, true, nil
-}
-
-// settle is the slow path after an append wrote nothing. If every event id
-// already sits in stream at the versions this append would have given them,
-// the append was a retry of one that succeeded (its acknowledgement lost):
-// report that success again. Otherwise report the stream's actual version.
-func (s *Store) settle(ctx context.Context, stream string, expected eventstore.ExpectedVersion, b appendBatch) (eventstore.AppendResult, error) {
-	current, stored, err := s.lookup(ctx, stream, b)
+	slices.Sort(keys) // every batch locks in key order: no two wait on each other in a cycle
+	rows, err := q.Query(ctx, s.sql.appendBatch, keys, streams, expected, counts, heads, newHeads,
+		index, versions, ids, types, data, metadata, prev, hashes)
 	if err != nil {
-		return eventstore.AppendResult{}, err
+		return nil, interpretError(operation, err)
 	}
-	if next, ok := retried(expected, b.ids, stored); ok {
-		return eventstore.AppendResult{NextExpectedVersion: next}, nil
+	written := make([]bool, len(rs))
+	var ai, inserted int64
+	_, err = pgx.ForEachRow(rows, []any{&ai, &inserted}, func() error {
+		if ai < 1 || int(ai) > len(rs) {
+			return fmt.Errorf("bug: the statement reported append %d of %d", ai, len(rs))
+		}
+		if n := int64(len(rs[ai-1].b.ids)); inserted != n {
+			// The stream row moved but not every event was written: the
+			// statement's own atomicity is broken. Fail loudly.
+			return fmt.Errorf("bug: stream %s advanced by %d but %d events inserted", rs[ai-1].stream, n, inserted)
+		}
+		written[ai-1] = true
+		return nil
+	})
+	if err != nil {
+		return nil, interpretError(operation, err)
 	}
-	return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: current}
+	return written, nil
 }
 
-// lookup reads, in one snapshot, the stream's version and where any of the
-// batch's event ids sit in it (event id -> version).
-func (s *Store) lookup(ctx context.Context, stream string, b appendBatch) (int64, map[string]int64, error) {
+// lookup reads, in one snapshot, the stream's version and head hash and
+// where any of the batch's event ids sit in it (event id -> version).
+func (s *Store) lookup(ctx context.Context, stream string, b appendBatch) (int64, []byte, map[string]int64, error) {
 	op := "append " + stream
 	rows, err := s.pool.Query(ctx, s.sql.settle, stream, b.ids)
 	if err != nil {
-		return 0, nil, interpretError(op, err)
+		return 0, nil, nil, interpretError(op, err)
 	}
 	current := eventstore.NoStreamVersion
+	var head []byte
 	stored := make(map[string]int64, len(b.ids))
 	var (
 		version, eventVersion *int64
+		headHash              []byte
 		eventID               *string
 	)
-	_, err = pgx.ForEachRow(rows, []any{&version, &eventID, &eventVersion}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&version, &headHash, &eventID, &eventVersion}, func() error {
 		if version != nil {
-			current = *version
+			current, head = *version, headHash
 		}
 		if eventID != nil && eventVersion != nil {
 			stored[*eventID] = *eventVersion
@@ -250,9 +364,9 @@ func (s *Store) lookup(ctx context.Context, stream string, b appendBatch) (int64
 		return nil
 	})
 	if err != nil {
-		return 0, nil, interpretError(op, err)
+		return 0, nil, nil, interpretError(op, err)
 	}
-	return current, stored, nil
+	return current, head, stored, nil
 }
 
 // retried reports whether ids sit in the stream consecutively, starting

@@ -18,7 +18,7 @@ func (s *Store) HoldOpenAppend(ctx context.Context, stream string, expected even
 	if err := eventstore.ValidateAppend(stream, events); err != nil {
 		return nil, err
 	}
-	batch, err := newAppendBatch(stream, events)
+	b, err := newAppendBatch(stream, events)
 	if err != nil {
 		return nil, err
 	}
@@ -26,16 +26,19 @@ func (s *Store) HoldOpenAppend(ctx context.Context, stream string, expected even
 	if err != nil {
 		return nil, interpretError("begin", err)
 	}
-	if expected.IsAny() { // appendOnce takes exact versions: find the current one
-		current := eventstore.NoStreamVersion
-		err := tx.QueryRow(ctx, "SELECT version FROM "+s.ident+".streams WHERE stream_id = $1", stream).Scan(&current)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-			return nil, interpretError("read version", err)
-		}
-		expected = eventstore.Exact(current)
+	// The statement takes the links from the head it expects: read it.
+	head := streamHead{version: eventstore.NoStreamVersion}
+	err = tx.QueryRow(ctx, "SELECT version, head_hash FROM "+s.ident+".streams WHERE stream_id = $1", stream).Scan(&head.version, &head.hash)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, interpretError("read version", err)
 	}
-	if _, written, err := s.appendOnce(ctx, tx, stream, expected, batch); err != nil || !written {
+	if v, exact := expected.Version(); (exact && v != head.version) || (expected.IsNoStream() && head.version != eventstore.NoStreamVersion) {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("hold-open append: stream at %d, expected %s", head.version, expected)
+	}
+	written, err := s.execAppends(ctx, tx, []*appendRequest{s.newRequest(stream, head, b)})
+	if err != nil || !written[0] {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, errors.Join(errors.New("hold-open append wrote nothing"), err)
 	}
@@ -74,4 +77,11 @@ func (s *Store) AppendUnhashed(ctx context.Context, stream string, v int64, even
 	err := s.pool.QueryRow(ctx, fmt.Sprintf(appendExactUnhashedSQL, s.ident), stream, int64(len(events)), ids, types, data, meta,
 		streamLockKey(s.schema, stream), v).Scan(&next, &inserted)
 	return next, err
+}
+
+// QueuedAppends is how many appends wait for a statement.
+func (s *Store) QueuedAppends() int {
+	s.group.mu.Lock()
+	defer s.group.mu.Unlock()
+	return len(s.group.queue)
 }

@@ -13,16 +13,20 @@
 // that one long-open transaction anywhere in the cluster holds readers back
 // until it ends.
 //
-// Appends are one statement: the stream's row in streams is written first
-// (conditionally on the expected version), and the events insert consumes
-// what that write returned. Appends to one stream therefore serialize on that
-// row, and a failed condition writes nothing. Append never sends NOTIFY.
+// Appends are one statement: a per-stream advisory lock, then the stream's
+// row in streams (written conditionally on the expected version and head
+// hash), then the events. Appends to one stream therefore serialize, and a
+// failed condition writes nothing. Concurrent appends to different streams
+// share one statement and one commit (group commit, groupcommit.go), each
+// with its own condition and result. Append never sends NOTIFY.
 //
 // Hash chain. Every event row carries prev_hash and event_hash, and every
-// streams row the head_hash of its last event (migration 002); the append
-// statement computes them from the row's head hash and content digests
-// computed in Go (package chain). Rows written before migration 002 carry
-// NULL: stored before hashing began.
+// streams row the head_hash of its last event (migration 002); Append
+// computes the links in Go (package chain) from the head hash of the
+// stream's row, which the statement checks; the store remembers the last
+// head it read or wrote per stream (bounded), so an append after a read
+// needs no other round trip. Rows written before migration 002 carry NULL:
+// stored before hashing began.
 package postgres
 
 import (
@@ -64,11 +68,24 @@ type Config struct {
 	// ConnectTimeout bounds establishing one connection. Default: the URL's
 	// connect_timeout if it has one, else DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// Group commit (see groupcommit.go): at most MaxGroupAppends appends
+	// and MaxGroupEvents events share one statement, and at most
+	// MaxAppendsInFlight statements run at once. Defaults
+	// DefaultMaxGroupAppends, DefaultMaxGroupEvents,
+	// DefaultMaxAppendsInFlight; MaxGroupAppends 1 turns grouping off.
+	MaxGroupAppends, MaxGroupEvents, MaxAppendsInFlight int
+	// HeadCacheEntries bounds the streams whose head the store remembers
+	// (default DefaultHeadCacheEntries).
+	HeadCacheEntries int
 }
 
 func (c *Config) setDefaults() {
 	c.Schema = defaultSchema(c.Schema)
 	c.MaxConns = cmp.Or(c.MaxConns, DefaultMaxConns)
+	c.MaxGroupAppends = cmp.Or(c.MaxGroupAppends, DefaultMaxGroupAppends)
+	c.MaxGroupEvents = cmp.Or(c.MaxGroupEvents, DefaultMaxGroupEvents)
+	c.MaxAppendsInFlight = cmp.Or(c.MaxAppendsInFlight, DefaultMaxAppendsInFlight)
+	c.HeadCacheEntries = cmp.Or(c.HeadCacheEntries, DefaultHeadCacheEntries)
 }
 
 func (c *Config) validate() error {
@@ -83,6 +100,10 @@ func (c *Config) validate() error {
 	}
 	if c.ConnectTimeout < 0 {
 		return fmt.Errorf("postgres config: ConnectTimeout is %s, must not be negative", c.ConnectTimeout)
+	}
+	if c.MaxGroupAppends < 1 || c.MaxGroupEvents < 1 || c.MaxAppendsInFlight < 1 || c.HeadCacheEntries < 1 {
+		return fmt.Errorf("postgres config: MaxGroupAppends (%d), MaxGroupEvents (%d), MaxAppendsInFlight (%d) and HeadCacheEntries (%d) must be positive",
+			c.MaxGroupAppends, c.MaxGroupEvents, c.MaxAppendsInFlight, c.HeadCacheEntries)
 	}
 	return nil
 }
@@ -103,6 +124,8 @@ type Store struct {
 	schema   string // unquoted, for messages
 	ident    string // quoted for SQL, e.g. "opledger_store"
 	sql      statements
+	heads    *headCache
+	group    *groupCommitter
 }
 
 // Open connects a pool to cfg.URL and checks that the server answers, within
@@ -130,27 +153,31 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, interpretError("open "+RedactURL(cfg.URL), err)
 	}
-	s := newStore(pool, cfg.Schema)
+	s := newStore(pool, cfg)
 	s.ownsPool = true
 	return s, nil
 }
 
 // New returns a store on a pool the caller owns: Close then leaves the pool
-// open. schema is DefaultSchema when empty. New does no I/O.
+// open. schema is DefaultSchema when empty; group commit and the head cache
+// take their defaults (see Config). New does no I/O.
 func New(pool *pgxpool.Pool, schema string) (*Store, error) {
-	schema = defaultSchema(schema)
-	if err := validateSchemaName(schema); err != nil {
+	cfg := Config{URL: "(caller's pool)", Schema: schema}
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if pool == nil {
 		return nil, errors.New("postgres: nil pool")
 	}
-	return newStore(pool, schema), nil
+	return newStore(pool, cfg), nil
 }
 
-func newStore(pool *pgxpool.Pool, schema string) *Store {
-	ident := pgx.Identifier{schema}.Sanitize()
-	return &Store{pool: pool, schema: schema, ident: ident, sql: newStatements(ident)}
+func newStore(pool *pgxpool.Pool, cfg Config) *Store {
+	ident := pgx.Identifier{cfg.Schema}.Sanitize()
+	s := &Store{pool: pool, schema: cfg.Schema, ident: ident, sql: newStatements(ident), heads: newHeadCache(cfg.HeadCacheEntries)}
+	s.group = newGroupCommitter(s, cfg.MaxGroupAppends, cfg.MaxGroupEvents, cfg.MaxAppendsInFlight)
+	return s
 }
 
 // Schema returns the name of the schema the store reads and writes.

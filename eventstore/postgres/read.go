@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 
@@ -22,7 +23,14 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from int64, limit
 		return nil, interpretError("read stream "+stream, err)
 	}
 	events, err := collectEvents(rows, limit)
-	return events, interpretError("read stream "+stream, err)
+	if err != nil {
+		return nil, interpretError("read stream "+stream, err)
+	}
+	if n := len(events); n > 0 {
+		last := events[n-1]
+		s.heads.put(stream, streamHead{version: last.Version, hash: bytes.Clone(last.Hash)})
+	}
+	return events, nil
 }
 
 // ReadAll implements eventstore.Store: up to limit events after the given

@@ -5,94 +5,94 @@ import "fmt"
 // statements holds the store's SQL, addressed to its schema once at
 // construction so no call builds SQL.
 type statements struct {
-	appendExact, appendNoStream string
-	settle                      string
-	readStream, readAll, head   string
-	readHeads                   string
+	appendBatch               string
+	settle                    string
+	readStream, readAll, head string
+	readHeads                 string
 }
 
-// Each append variant first takes a transaction-scoped advisory lock on the
-// stream (CTE l), then writes the stream's row (CTE s), and the events
-// insert reads s's RETURNING. So the row write is the transaction's first
-// write, the events are written only when the condition held, and the
-// statement returns no row when it did not.
+// appendBatchSQL appends for one or more appends to distinct streams in one
+// statement, and so in one transaction and one commit (group commit, see
+// groupcommit.go). Each append keeps its own condition: its stream's row is
+// updated (exact version) or inserted (no stream) only if the condition
+// holds, and its events are inserted only if its row was written. An append
+// whose condition failed writes nothing and is simply absent from the
+// result; the others are written regardless.
 //
-// The lock is what makes xid order follow version order. A transaction gets
-// its xid at its first write, and Postgres can assign it before the write
-// waits for a competing writer of the same row: an upsert's speculative
-// insert, racing to create a stream, takes an xid, waits for the winner, and
-// then appends after it with the older xid (the storetest StreamOrder test
-// catches this). Taking the lock needs no xid, and s reads from l, so an
-// append gets its xid only once every earlier append to the stream has
-// committed or aborted. The key is derived from schema and stream in Go
-// (streamLockKey); a hash collision only serializes two streams' appends.
+// Ordering. The statement first takes a transaction-scoped advisory lock on
+// every stream of the batch (CTE l, keys sorted in Go so that two batches
+// never wait on each other in a cycle), and every write joins l's one row,
+// so no write, and so no transaction id, happens before all the locks are
+// held. A transaction gets its xid at its first write, and Postgres can
+// assign it before the write waits for a competing writer of the same row
+// (an upsert's speculative insert, racing to create a stream, takes an xid,
+// waits for the winner, then appends after it with the older xid: the
+// storetest StreamOrder test catches this). Taking a lock needs no xid, so
+// an append gets its xid only once every earlier append to each of its
+// streams has committed or aborted, and a stream's versions appear in the
+// global log in version order. The key is derived from schema and stream
+// in Go (streamLockKey); a hash collision only serializes two streams'
+// appends. The streams rows are written before the events (e reads w).
 //
-// The hash chain (package chain) is folded in the same statement: CTE c
-// starts from the stream's head (its version and head_hash; for a new
-// stream -1 and the genesis value) and links each event's content digest,
-// computed in Go, with chain.Link's definition: sha256(tag || prev ||
-// int8send(version) || content). The head is read in h from the
-// statement's snapshot, which may predate the lock; that is safe because
-// the streams update is conditional on the same version, rechecked by
-// Postgres on the row's latest version, and versions only grow: when the
-// update succeeds, the row is the one h read. An append with expected
-// version Any is run by Go as an exact append at the version it finds
-// (appendAny), so every statement knows the versions it hashes.
+// Hash chain. The links (package chain: prev and hash per event, and each
+// stream's new head) are computed in Go from the head the caller expects,
+// the hash of the event at the expected version, and the update is
+// conditional on the row's head_hash being that hash as well as on its
+// version: so the stored chain is exactly chain.Link's fold from the row's
+// head, as if the statement had computed it. The row's head is rechecked by
+// Postgres on its latest version (READ COMMITTED re-evaluates the WHERE of
+// an UPDATE on a row changed since the snapshot), and versions only grow.
 //
-// Parameters, common to both:
+// Parameters:
 //
-//	$1 stream id, $2 number of events, $3 event ids (uuid[]), $4 types,
-//	$5 data (jsonb[]), $6 metadata (jsonb[]), $7 the stream's lock key,
-//	$8 content digests (bytea[]), $9 chain.LinkTag, $10 chain.Genesis;
-//	appendExact adds $11, the expected version.
+//	$1 lock keys (bigint[], sorted)
+//	per append: $2 stream ids, $3 expected versions (-1: no stream),
+//	    $4 event counts, $5 expected head hashes (NULL: none or pre-hashing),
+//	    $6 new head hashes
+//	per event:  $7 append index (1-based), $8 versions, $9 ids (uuid[]),
+//	    $10 types, $11 data (jsonb[]), $12 metadata (jsonb[]),
+//	    $13 prev hashes, $14 hashes
 //
-// The result row is (new stream version, events inserted).
+// The result is one row per written append: (append index, events
+// inserted for it).
 const (
-	appendLockCTE = `WITH RECURSIVE l AS (
-    SELECT pg_advisory_xact_lock($7::bigint)
-), `
-	// chainCTE needs a relation h(version, hash): the head to chain from.
-	chainCTE = `c(ord, version, prev, hash) AS (
-    SELECT 0::bigint, h.version, NULL::bytea, h.hash FROM h
-  UNION ALL
-    SELECT c.ord + 1, c.version + 1, c.hash,
-           sha256($9::bytea || c.hash || int8send(c.version + 1) || ($8::bytea[])[c.ord + 1])
-    FROM c WHERE c.ord < $2::bigint
-), s AS (
-`
-	appendEventsCTE = `
+	appendBatchSQL = `WITH l AS (
+    SELECT count(pg_advisory_xact_lock(k)) AS locked FROM unnest($1::bigint[]) AS k
+), a AS (
+    SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
+        WITH ORDINALITY AS a(stream_id, expected, n, head, new_head, ai)
+), su AS (
+    UPDATE %[1]s.streams st SET version = a.expected + a.n, head_hash = a.new_head
+    FROM a, l
+    WHERE a.expected >= 0 AND st.stream_id = a.stream_id AND st.version = a.expected
+      AND st.head_hash IS NOT DISTINCT FROM a.head
+    RETURNING a.ai
+), si AS (
+    INSERT INTO %[1]s.streams (stream_id, version, head_hash)
+    SELECT a.stream_id, a.n - 1, a.new_head FROM a, l WHERE a.expected < 0
+    ON CONFLICT (stream_id) DO NOTHING
+    RETURNING stream_id
+), w AS (
+    SELECT ai FROM su
+    UNION ALL
+    SELECT a.ai FROM si JOIN a ON a.stream_id = si.stream_id AND a.expected < 0
 ), e AS (
     INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata, prev_hash, event_hash)
-    SELECT $1::text, s.version - $2::bigint + u.ord, u.id, u.type, u.data, u.metadata, c.prev, c.hash
-    FROM s, unnest($3::uuid[], $4::text[], $5::jsonb[], $6::jsonb[]) WITH ORDINALITY AS u(id, type, data, metadata, ord)
-        JOIN c ON c.ord = u.ord
+    SELECT a.stream_id, u.version, u.id, u.type, u.data, u.metadata, u.prev, u.hash
+    FROM unnest($7::bigint[], $8::bigint[], $9::uuid[], $10::text[], $11::jsonb[], $12::jsonb[], $13::bytea[], $14::bytea[])
+            WITH ORDINALITY AS u(ai, version, id, type, data, metadata, prev, hash, ord)
+        JOIN w ON w.ai = u.ai
+        JOIN a ON a.ai = u.ai
     ORDER BY u.ord
-    RETURNING 1
+    RETURNING stream_id
 )
-SELECT s.version, (SELECT count(*) FROM e) FROM s`
-)
+SELECT a.ai, (SELECT count(*) FROM e WHERE e.stream_id = a.stream_id)
+FROM w JOIN a ON a.ai = w.ai`
 
-const (
-	appendExactSQL = appendLockCTE + `h AS (
-    SELECT st.version, coalesce(st.head_hash, $10::bytea) AS hash
-    FROM %[1]s.streams st, l
-    WHERE st.stream_id = $1::text AND st.version = $11::bigint
-), ` + chainCTE + `    UPDATE %[1]s.streams SET version = version + $2::bigint,
-        head_hash = (SELECT c.hash FROM c WHERE c.ord = $2::bigint)
-    FROM l
-    WHERE stream_id = $1::text AND version = $11::bigint AND EXISTS (SELECT 1 FROM h)
-    RETURNING version` + appendEventsCTE
-
-	appendNoStreamSQL = appendLockCTE + `h AS (
-    SELECT -1::bigint AS version, $10::bytea AS hash
-), ` + chainCTE + `    INSERT INTO %[1]s.streams (stream_id, version, head_hash)
-    SELECT $1::text, $2::bigint - 1, (SELECT c.hash FROM c WHERE c.ord = $2::bigint) FROM l
-    ON CONFLICT (stream_id) DO NOTHING
-    RETURNING version` + appendEventsCTE
-
-	// settleSQL reads, in one snapshot, the stream's version (NULL: no
-	// stream) and where any of the append's event ids ($2) sit in it.
-	settleSQL = `SELECT s.version, e.event_id::text, e.stream_version
+	// settleSQL reads, in one snapshot, the stream's version and head hash
+	// (NULL, NULL: no stream) and where any of the append's event ids ($2)
+	// sit in it.
+	settleSQL = `SELECT s.version, s.head_hash, e.event_id::text, e.stream_version
 FROM (SELECT $1::text AS stream_id) AS k
 LEFT JOIN %[1]s.streams s ON s.stream_id = k.stream_id
 LEFT JOIN %[1]s.events e ON e.stream_id = k.stream_id AND e.event_id = ANY($2::uuid[])`
@@ -130,12 +130,11 @@ LIMIT $2::bigint`
 
 func newStatements(ident string) statements {
 	return statements{
-		appendExact:    fmt.Sprintf(appendExactSQL, ident),
-		appendNoStream: fmt.Sprintf(appendNoStreamSQL, ident),
-		settle:         fmt.Sprintf(settleSQL, ident),
-		readStream:     fmt.Sprintf(readStreamSQL, ident),
-		readAll:        fmt.Sprintf(readAllSQL, ident),
-		head:           fmt.Sprintf(headSQL, ident),
-		readHeads:      fmt.Sprintf(readHeadsSQL, ident),
+		appendBatch: fmt.Sprintf(appendBatchSQL, ident),
+		settle:      fmt.Sprintf(settleSQL, ident),
+		readStream:  fmt.Sprintf(readStreamSQL, ident),
+		readAll:     fmt.Sprintf(readAllSQL, ident),
+		head:        fmt.Sprintf(headSQL, ident),
+		readHeads:   fmt.Sprintf(readHeadsSQL, ident),
 	}
 }

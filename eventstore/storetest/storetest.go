@@ -110,6 +110,7 @@ func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store, opts ...Opt
 		{"Append/RaceExact", s.raceExact},
 		{"Append/RaceNoStream", s.raceNoStream},
 		{"Append/RaceAny", s.raceAny},
+		{"Append/ConcurrentIsolation", s.appendIsolation},
 		{"ReadStream/Basics", s.readStreamBasics},
 		{"ReadStream/TenThousand", s.readStreamTenThousand},
 		{"ReadStream/RoundTrip", s.readRoundTrip},

@@ -1,0 +1,212 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"opledger/eventstore"
+)
+
+// Group commit defaults (Config.MaxGroupAppends, MaxGroupEvents,
+// MaxAppendsInFlight).
+const (
+	// DefaultMaxGroupAppends bounds the appends one statement carries: past
+	// a few dozen the statement's arrays cost more than the commit they
+	// share.
+	DefaultMaxGroupAppends = 64
+	// DefaultMaxGroupEvents bounds the events one statement carries (an
+	// append larger than this still goes, alone).
+	DefaultMaxGroupEvents = 2 * eventstore.MaxAppendBatch
+	// DefaultMaxAppendsInFlight bounds the append statements running at
+	// once, each on a connection of its own: with two, one batch is
+	// gathered while the other commits.
+	DefaultMaxAppendsInFlight = 2
+)
+
+// groupCommitter gathers concurrent appends into shared statements. An
+// append is queued; while fewer than maxInFlight statements run, a runner
+// goroutine is started, which takes from the queue as many appends as the
+// bounds allow (each to a stream not already in the batch: two appends to
+// one stream never share a statement, so each is judged on the state the
+// other left), runs them as one statement (appendBatchSQL: one transaction,
+// one commit), hands every append its own result, and goes on with the
+// queue until it is empty. So an append never waits for a timer: it waits
+// at most for the statements already running, and with one client it runs
+// at once, alone.
+//
+// Each append keeps its own condition and result: one whose expected
+// version does not hold is simply not written, and the others are. A
+// statement that fails for a reason that may be one append's fault (a
+// unique violation: an event id already stored; data Postgres refuses; a
+// deadlock with another batch over such an id) is answered by running each
+// of its appends alone, so one bad append never fails another. A failure
+// of the connection or the server is every append's: each gets
+// eventstore.ErrUnavailable, and a resend of the same events is safe.
+//
+// A caller whose context ends while its append is queued takes it out of
+// the queue (nothing was written); once the statement runs, the caller
+// returns ErrUnavailable at once (the outcome is unknown to it) while the
+// statement runs on for the others; it is cancelled only when every one of
+// its callers has gone.
+type groupCommitter struct {
+	store                          *Store
+	maxAppends, maxEvents, maxRuns int
+
+	mu      sync.Mutex
+	queue   []*pendingAppend
+	running int
+}
+
+type pendingAppend struct {
+	ctx  context.Context
+	req  *appendRequest
+	done chan appendOutcome // buffered: the runner never blocks on it
+}
+
+type appendOutcome struct {
+	written bool
+	alone   bool // run the append on its own: its statement failed for a reason that may be another append's
+	err     error
+}
+
+func newGroupCommitter(s *Store, maxAppends, maxEvents, maxRuns int) *groupCommitter {
+	return &groupCommitter{store: s, maxAppends: maxAppends, maxEvents: maxEvents, maxRuns: maxRuns}
+}
+
+// commit runs r in the next statement that has room for it and reports
+// whether it was written. A unique violation comes back as an error
+// wrapping ErrWrongExpectedVersion, as from execAppends.
+func (g *groupCommitter) commit(ctx context.Context, r *appendRequest) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, interpretError("append "+r.stream, err)
+	}
+	p := &pendingAppend{ctx: ctx, req: r, done: make(chan appendOutcome, 1)}
+	g.mu.Lock()
+	g.queue = append(g.queue, p)
+	if g.running < g.maxRuns {
+		g.running++
+		go g.run()
+	}
+	g.mu.Unlock()
+	select {
+	case o := <-p.done:
+		if o.alone {
+			written, err := g.store.execAppends(ctx, g.store.pool, []*appendRequest{r})
+			if err != nil {
+				return false, err
+			}
+			return written[0], nil
+		}
+		return o.written, o.err
+	case <-ctx.Done():
+		g.mu.Lock()
+		if i := slices.Index(g.queue, p); i >= 0 {
+			g.queue = slices.Delete(g.queue, i, i+1) // never sent: nothing written
+		}
+		g.mu.Unlock()
+		select {
+		case o := <-p.done: // it finished meanwhile: the outcome is known after all
+			if !o.alone {
+				return o.written, o.err
+			}
+		default:
+		}
+		return false, interpretError("append "+r.stream, ctx.Err())
+	}
+}
+
+// run is a runner: it takes batches from the queue until it is empty.
+func (g *groupCommitter) run() {
+	for {
+		g.mu.Lock()
+		batch := g.takeLocked()
+		if len(batch) == 0 {
+			g.running--
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		g.execute(batch)
+	}
+}
+
+// takeLocked removes from the queue, in order, the appends of the next
+// statement: at most maxAppends, to distinct streams, at most maxEvents
+// events (but always the first). Appends whose callers have gone are
+// dropped.
+func (g *groupCommitter) takeLocked() []*pendingAppend {
+	var (
+		batch   []*pendingAppend
+		streams = make(map[string]struct{}, min(len(g.queue), g.maxAppends))
+		events  int
+		keep    = g.queue[:0]
+	)
+	for _, p := range g.queue {
+		_, dup := streams[p.req.stream]
+		n := len(p.req.b.ids)
+		switch {
+		case p.ctx.Err() != nil:
+			p.done <- appendOutcome{err: interpretError("append "+p.req.stream, p.ctx.Err())}
+		case dup || len(batch) >= g.maxAppends || (len(batch) > 0 && events+n > g.maxEvents):
+			keep = append(keep, p)
+		default:
+			batch = append(batch, p)
+			streams[p.req.stream] = struct{}{}
+			events += n
+		}
+	}
+	clear(g.queue[len(keep):]) // let the taken ones go
+	g.queue = keep
+	return batch
+}
+
+// execute runs one statement for batch and hands out the outcomes.
+func (g *groupCommitter) execute(batch []*pendingAppend) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	reqs := make([]*appendRequest, len(batch))
+	for i, p := range batch {
+		reqs[i] = p.req
+	}
+	written, err := g.store.execAppends(ctx, g.store.pool, reqs)
+	switch {
+	case err == nil:
+		for i, p := range batch {
+			p.done <- appendOutcome{written: written[i]}
+		}
+	case len(batch) > 1 && !errors.Is(err, eventstore.ErrUnavailable):
+		for _, p := range batch {
+			p.done <- appendOutcome{alone: true}
+		}
+	default:
+		for _, p := range batch {
+			p.done <- appendOutcome{err: err}
+		}
+	}
+}
+
+// batchContext is the context a statement runs on: the values of its
+// first append's, cancelled once every append's context has ended (the
+// statement then has nobody left to answer).
+func batchContext(batch []*pendingAppend) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	left := atomic.Int64{}
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, p := range batch {
+		stops[i] = context.AfterFunc(p.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
