@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# One benchmark command: every figure of docs/scaling.md beside a baseline
+# measured in the same run on the same server, interleaved (opledger,
+# baseline, opledger, baseline, ...), medians of at least 5 samples. Prints
+# one JSON line per figure on stdout,
+#
+#   {"figure":"append_1ev_c16","value":…,"unit":"ops/s","baseline":"pgbench 1-row insert c16","baseline_value":…,"ratio":…,"goal":"ratio >= 1.0"}
+#
+# progress on stderr, and writes BENCHMARKS.md (machine, date, commands,
+# the table). Not run by CI: it is slow, and its figures depend on the
+# machine. Goals are goals, never assertions.
+#
+#   scripts/bench.sh [--quick] [--only PREFIX[,PREFIX]] [--rounds N] [--out FILE]
+#
+#   --quick    small sizes and 1 s samples: about 3 minutes (full: about 20)
+#   --only     run only the figures whose names start with one of PREFIX
+#   --rounds   samples per figure and per baseline (default 5, at least 5)
+#   --out      the report (default BENCHMARKS.md at the repository's root;
+#              --out '' writes none)
+#
+#   DATABASE_URL  server (default postgres://postgres@127.0.0.1:5432/postgres);
+#                 the database it names is only used to create the bench's
+#                 own (opledger_bench_<time>_<pid>), dropped at the end
+#
+# Needs psql and pgbench (apt-get install postgresql-client) and Go; Kafka
+# figures use an in-process broker (kfake), the provider is the project's
+# simulator with no latency.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+admin_url=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
+redact() { sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#; s#(password=)[^ &]*#\1***#g'; }
+
+out="$root/BENCHMARKS.md"
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --out=*) out=${1#--out=}; shift ;;
+    --quick|--only|--only=*|--rounds|--rounds=*)
+      args+=("$1")
+      if [ "$1" = --only ] || [ "$1" = --rounds ]; then args+=("$2"); shift; fi
+      shift ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+for tool in psql pgbench pg_isready go; do
+  command -v "$tool" >/dev/null || { echo "bench.sh: $tool not found (psql, pgbench: apt-get install postgresql-client)" >&2; exit 2; }
+done
+if ! pg_isready -q -d "$admin_url" -t 5 >/dev/null 2>&1; then
+  echo "bench.sh: PostgreSQL not reachable at $(printf '%s' "$admin_url" | redact)" >&2
+  exit 2
+fi
+
+db="opledger_bench_$(date +%Y%m%d%H%M%S)_$$"
+work=$(mktemp -d "${TMPDIR:-/tmp}/opledger-bench.XXXXXX")
+cleanup() {
+  rm -rf "$work"
+  psql -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+psql -q -v ON_ERROR_STOP=1 -d "$admin_url" -c "CREATE DATABASE $db" >/dev/null
+case "$admin_url" in
+  postgres://*|postgresql://*)
+    bench_url=$(printf '%s' "$admin_url" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\1/$db#") ;;
+  *) bench_url="$admin_url dbname=$db" ;; # key=value form: the later dbname wins
+esac
+
+echo "bench.sh: building (database $db on $(printf '%s' "$bench_url" | redact))" >&2
+go build -o "$work/bench" ./scripts/bench
+go build -o "$work/opledger" ./cmd/opledger
+go build -o "$work/loadgen" ./scripts/loadgen
+
+DATABASE_URL=$bench_url "$work/bench" --bin "$work" --out "$out" \
+  --command "scripts/bench.sh ${args[*]:-}" "${args[@]}"

@@ -1,0 +1,3 @@
+package main
+
+func verifySubcommand(args []string) int { return 2 }
