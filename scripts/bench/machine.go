@@ -13,13 +13,13 @@ import (
 
 // machine describes where the run happened, for BENCHMARKS.md.
 type machine struct {
-	date                 time.Time
-	cpu                  string
-	cores                int
-	memory               string
-	postgres             string
-	settings             string
-	goVersion            string
+	date                  time.Time
+	cpu                   string
+	cores                 int
+	memory                string
+	postgres              string
+	settings              string
+	goVersion             string
 	loadBefore, loadAfter string
 }
 
