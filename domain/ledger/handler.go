@@ -54,6 +54,18 @@ type Config struct {
 	MaxStreamEvents int
 	// ReadPage is the page size for loading a stream (default 1000).
 	ReadPage int
+	// StateCacheEntries and StateCacheBytes bound the handler's cache of
+	// folded operation states (defaults DefaultStateCacheEntries,
+	// DefaultStateCacheBytes; StateCacheEntries -1 turns it off). See
+	// Execute for why a cached state never lets a stale decision through.
+	StateCacheEntries int
+	StateCacheBytes   int64
+	// Snapshots keeps snapshots of long streams' states (default: Store,
+	// when it implements eventstore.SnapshotStore). A load that folds at
+	// least SnapshotEvery events (default DefaultSnapshotEvery; -1: never)
+	// keeps one, and a later cold load starts from it.
+	Snapshots     eventstore.SnapshotStore
+	SnapshotEvery int
 }
 
 func (c *Config) setDefaults() {
@@ -71,14 +83,20 @@ func (c *Config) setDefaults() {
 	c.AppendRetryBackoff = cmp.Or(c.AppendRetryBackoff, 50*time.Millisecond)
 	c.MaxStreamEvents = cmp.Or(c.MaxStreamEvents, 100_000)
 	c.ReadPage = cmp.Or(c.ReadPage, 1000)
+	c.StateCacheEntries = cmp.Or(c.StateCacheEntries, DefaultStateCacheEntries)
+	c.StateCacheBytes = cmp.Or(c.StateCacheBytes, DefaultStateCacheBytes)
+	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, DefaultSnapshotEvery)
+	if c.Snapshots == nil {
+		c.Snapshots, _ = c.Store.(eventstore.SnapshotStore)
+	}
 }
 
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("ledger: config: Store is required")
 	}
-	if c.MaxConflictRetries < 1 || c.MaxAppendRetries < 0 || c.MaxStreamEvents < 1 || c.ReadPage < 1 {
-		return errors.New("ledger: config: retry bounds and page sizes must be positive")
+	if c.MaxConflictRetries < 1 || c.MaxAppendRetries < 0 || c.MaxStreamEvents < 1 || c.ReadPage < 1 || c.StateCacheBytes < 1 {
+		return errors.New("ledger: config: retry bounds, page sizes and the state cache's bytes must be positive")
 	}
 	return nil
 }
@@ -100,16 +118,21 @@ func NewID(prefix string) string {
 // Handler executes commands against operation streams. Safe for concurrent
 // use; several Handlers over one store (in one process or many) behave as one.
 type Handler struct {
-	cfg Config
+	cfg       Config
+	cache     *stateCache
+	snapshots eventstore.SnapshotStore
 }
 
 // New validates cfg and returns a Handler.
 func New(cfg Config) (*Handler, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("ledger: config: Store is required")
+	}
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg}, nil
+	return &Handler{cfg: cfg, cache: newStateCache(cfg.StateCacheEntries, cfg.StateCacheBytes), snapshots: cfg.Snapshots}, nil
 }
 
 // Clock returns the handler's clock.
@@ -126,40 +149,79 @@ type Cause struct {
 }
 
 // Decision is what a command decides on a loaded state: events to append
-// (possibly evidence of a refusal) and the refusal, if any.
+// (possibly evidence of a refusal) and the refusal, if any. It must not
+// change the state it is given.
 type Decision func(state *domain.Operation, now time.Time) ([]domain.Event, error)
 
-// Execute runs one command on operation op: load, decide, append with the
-// version decided on; on a version conflict, reload and decide again, up to
-// MaxConflictRetries times. It returns the state after the append, the
-// events appended, and the decision's error (a *domain.Refusal) or the
-// store's. Events returned together with a refusal were recorded.
+// Execute runs one command on operation op: decide on the operation's
+// state, append with the version decided on; on a version conflict, catch
+// up with the stream and decide again, up to MaxConflictRetries times. It
+// returns the state after the append, the events appended, and the
+// decision's error (a *domain.Refusal) or the store's. Events returned
+// together with a refusal were recorded.
+//
+// The state comes from the handler's cache when it holds the operation (a
+// command it ran, or a load), else from the store (from a snapshot when
+// one matches, see Config.Snapshots). A cached state may be behind the
+// stream — another handler, in this process or another, appended since —
+// and that is safe: the append's expected version is the cached state's,
+// so the store refuses it if the stream moved, and the handler catches up
+// and decides again. A decision that appends nothing is not fenced by the
+// store, so before returning one taken on a cached state the handler reads
+// the stream for newer events and, if there are any, decides again on
+// them. No decision is ever returned or recorded on a state older than
+// the stream's when it was taken.
 func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, decide Decision) (*domain.Operation, []domain.Event, error) {
 	stream := op.StreamName()
+	state, cached := h.cache.get(stream)
 	for try := 0; try < h.cfg.MaxConflictRetries; try++ {
-		state, err := h.Load(ctx, op)
-		if err != nil {
-			return nil, nil, err
+		if state == nil {
+			f, err := h.load(ctx, stream)
+			if err != nil {
+				return nil, nil, err
+			}
+			state, cached = f.state, false
 		}
 		now := h.cfg.Clock.Now()
 		events, derr := decide(state, now)
 		if len(events) == 0 {
+			if cached {
+				// Unfenced: make sure no event came after the cached state.
+				f := &folding{state: state}
+				if err := h.catchUp(ctx, stream, f); err != nil {
+					h.cache.forget(stream)
+					return nil, nil, err
+				}
+				cached = false
+				if f.folded > 0 {
+					h.cache.put(stream, state)
+					continue
+				}
+			}
 			return state, nil, derr
 		}
 		expected := eventstore.Exact(state.Version)
 		if _, err := h.appendEvents(ctx, stream, expected, state.CorrelationID, by, now, events); err != nil {
+			h.cache.forget(stream)
 			if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
-				h.cfg.Logger.DebugContext(ctx, "version conflict; deciding again", "stream", stream, "try", try+1)
+				h.cfg.Logger.DebugContext(ctx, "version conflict; deciding again", "stream", stream, "try", try+1, "cached", cached)
+				// The events after the state decided on are all that changed.
+				if err := h.catchUp(ctx, stream, &folding{state: state}); err != nil {
+					state = nil // load it whole
+				}
+				cached = false
 				continue
 			}
 			return nil, nil, err
 		}
 		for _, e := range events {
 			if err := state.Evolve(e); err != nil {
+				h.cache.forget(stream)
 				return nil, nil, fmt.Errorf("%w: %s: decided event does not apply: %v", ErrCorruptStream, stream, err)
 			}
 			state.Version++
 		}
+		h.cache.put(stream, state)
 		return state, events, derr
 	}
 	return nil, nil, fmt.Errorf("%s: %w after %d conflicts", stream, ErrContention, h.cfg.MaxConflictRetries)
@@ -195,39 +257,102 @@ func (h *Handler) appendEvents(ctx context.Context, stream string, expected even
 	}
 }
 
-// Load folds operation op's stream into its state. A stream that does not
-// exist loads as a state whose Exists() is false.
+// Load returns operation op's state as the stream holds it now. A stream
+// that does not exist loads as a state whose Exists() is false. When the
+// handler's cache holds the operation, only the events after the cached
+// state are read.
 func (h *Handler) Load(ctx context.Context, op domain.OperationID) (*domain.Operation, error) {
 	stream := op.StreamName()
-	state := domain.NewOperation()
-	for from := int64(0); ; {
-		page, err := h.cfg.Store.ReadStream(ctx, stream, from, h.cfg.ReadPage)
-		if err != nil {
-			return nil, fmt.Errorf("load %s: %w", stream, err)
-		}
-		for _, rec := range page {
-			if rec.Version != state.Version+1 {
-				return nil, fmt.Errorf("%w: %s: version %d follows %d", ErrCorruptStream, stream, rec.Version, state.Version)
-			}
-			d, err := codec.DecodeRecorded(rec)
-			if err != nil {
-				// Wrapped as well: a newer build's event (codec.ErrNewerVersion,
-				// codec.ErrUnknownEventType) is not this build's to decide on.
-				return nil, fmt.Errorf("%w: %s@%d: %w", ErrCorruptStream, stream, rec.Version, err)
-			}
-			if err := state.Evolve(d.Event); err != nil {
-				return nil, fmt.Errorf("%w: %s@%d: %v", ErrCorruptStream, stream, rec.Version, err)
-			}
-			state.Version = rec.Version
-		}
-		if len(page) < h.cfg.ReadPage {
+	if state, ok := h.cache.get(stream); ok {
+		err := h.catchUp(ctx, stream, &folding{state: state})
+		if err == nil {
+			h.cache.put(stream, state)
 			return state, nil
 		}
-		from = state.Version + 1
-		if from >= int64(h.cfg.MaxStreamEvents) {
-			return nil, fmt.Errorf("load %s: stream longer than %d events: refusing to load it", stream, h.cfg.MaxStreamEvents)
+		h.cache.forget(stream)
+		if !errors.Is(err, ErrCorruptStream) {
+			return nil, err
+		}
+		// The stream does not follow the cached state: fold it whole.
+	}
+	f, err := h.load(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	return f.state, nil
+}
+
+// folding is a state being folded from a stream: how many events were
+// folded into it so far by this load and the hash of the last one.
+type folding struct {
+	state    *domain.Operation
+	folded   int
+	lastHash []byte
+}
+
+// load folds stream from its snapshot, when one matches, else from its
+// first event, and caches the result when the operation exists. A load
+// that folded many events keeps a snapshot (Config.SnapshotEvery).
+func (h *Handler) load(ctx context.Context, stream string) (*folding, error) {
+	f, ok := (*folding)(nil), false
+	if h.snapshots != nil && h.cfg.SnapshotEvery >= 0 {
+		f, ok = h.fromSnapshot(ctx, stream)
+	}
+	if !ok {
+		f = &folding{state: domain.NewOperation()}
+		if err := h.catchUp(ctx, stream, f); err != nil {
+			return nil, err
 		}
 	}
+	h.keepSnapshot(ctx, stream, f)
+	if f.state.Exists() {
+		h.cache.put(stream, f.state)
+	}
+	return f, nil
+}
+
+// catchUp folds into f every event of stream after f's state, page by
+// page, refusing a stream longer than MaxStreamEvents.
+func (h *Handler) catchUp(ctx context.Context, stream string, f *folding) error {
+	for {
+		from := f.state.Version + 1
+		if from >= int64(h.cfg.MaxStreamEvents) {
+			return fmt.Errorf("load %s: stream longer than %d events: refusing to load it", stream, h.cfg.MaxStreamEvents)
+		}
+		page, err := h.cfg.Store.ReadStream(ctx, stream, from, h.cfg.ReadPage)
+		if err != nil {
+			return fmt.Errorf("load %s: %w", stream, err)
+		}
+		if err := h.foldPage(stream, f, page); err != nil {
+			return err
+		}
+		if len(page) < h.cfg.ReadPage {
+			return nil
+		}
+	}
+}
+
+// foldPage folds page into f; each event must follow the one before.
+func (h *Handler) foldPage(stream string, f *folding, page []eventstore.RecordedEvent) error {
+	state := f.state
+	for _, rec := range page {
+		if rec.Version != state.Version+1 {
+			return fmt.Errorf("%w: %s: version %d follows %d", ErrCorruptStream, stream, rec.Version, state.Version)
+		}
+		d, err := codec.DecodeRecorded(rec)
+		if err != nil {
+			// Wrapped as well: a newer build's event (codec.ErrNewerVersion,
+			// codec.ErrUnknownEventType) is not this build's to decide on.
+			return fmt.Errorf("%w: %s@%d: %w", ErrCorruptStream, stream, rec.Version, err)
+		}
+		if err := state.Evolve(d.Event); err != nil {
+			return fmt.Errorf("%w: %s@%d: %v", ErrCorruptStream, stream, rec.Version, err)
+		}
+		state.Version = rec.Version
+		f.folded++
+		f.lastHash = rec.Hash
+	}
+	return nil
 }
 
 // DecodeRecorded decodes a stored event into its domain type.

@@ -309,6 +309,19 @@ func (s *faultyStore) ReadStream(ctx context.Context, stream string, from int64,
 	return s.Store.ReadStream(ctx, stream, from, limit)
 }
 
+// Append fails as ReadStream does: a stream that cannot be read cannot be
+// written either (the handler may decide on a cached state without
+// reading).
+func (s *faultyStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events []eventstore.EventData) (eventstore.AppendResult, error) {
+	s.mu.Lock()
+	down := s.all || s.down[stream]
+	s.mu.Unlock()
+	if down {
+		return eventstore.AppendResult{}, eventstore.Unavailable("append "+stream, errors.New("injected: connection refused"))
+	}
+	return s.Store.Append(ctx, stream, expected, events)
+}
+
 // provider wrappers: the simulator answers every call; these change what
 // the reconciler hears from a read.
 

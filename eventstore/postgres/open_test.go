@@ -191,7 +191,7 @@ func TestCustomSchemaName(t *testing.T) {
 	})
 	applied, err := postgres.Migrate(ctx, admin, schema)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2}, applied)
+	require.Equal(t, []int{1, 2, 3}, applied)
 	store := pgtest.OpenMigrated(t, url, schema)
 	require.NoError(t, store.CheckSchema(ctx))
 	_, err = store.Append(ctx, "s", eventstore.NoStream(), newEvents(2))

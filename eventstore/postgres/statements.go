@@ -5,10 +5,11 @@ import "fmt"
 // statements holds the store's SQL, addressed to its schema once at
 // construction so no call builds SQL.
 type statements struct {
-	appendBatch               string
-	settle                    string
-	readStream, readAll, head string
-	readHeads                 string
+	appendBatch                string
+	settle                     string
+	readStream, readAll, head  string
+	readHeads                  string
+	loadSnapshot, saveSnapshot string
 }
 
 // appendBatchSQL appends for one or more appends to distinct streams in one
@@ -121,6 +122,14 @@ WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
 ORDER BY transaction_id DESC, global_position DESC
 LIMIT 1`
 
+	loadSnapshotSQL = `SELECT version, event_hash, format, state FROM %[1]s.snapshots WHERE stream_id = $1`
+	// saveSnapshotSQL keeps the newer of two snapshots of one format, and
+	// the new one over one of another format.
+	saveSnapshotSQL = `INSERT INTO %[1]s.snapshots (stream_id, version, event_hash, format, state) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (stream_id) DO UPDATE SET version = EXCLUDED.version, event_hash = EXCLUDED.event_hash,
+    format = EXCLUDED.format, state = EXCLUDED.state, saved_at = now()
+WHERE snapshots.version < EXCLUDED.version OR snapshots.format <> EXCLUDED.format`
+
 	readHeadsSQL = `SELECT stream_id, version, head_hash
 FROM %[1]s.streams
 WHERE stream_id > $1::text
@@ -130,11 +139,13 @@ LIMIT $2::bigint`
 
 func newStatements(ident string) statements {
 	return statements{
-		appendBatch: fmt.Sprintf(appendBatchSQL, ident),
-		settle:      fmt.Sprintf(settleSQL, ident),
-		readStream:  fmt.Sprintf(readStreamSQL, ident),
-		readAll:     fmt.Sprintf(readAllSQL, ident),
-		head:        fmt.Sprintf(headSQL, ident),
-		readHeads:   fmt.Sprintf(readHeadsSQL, ident),
+		appendBatch:  fmt.Sprintf(appendBatchSQL, ident),
+		settle:       fmt.Sprintf(settleSQL, ident),
+		readStream:   fmt.Sprintf(readStreamSQL, ident),
+		readAll:      fmt.Sprintf(readAllSQL, ident),
+		head:         fmt.Sprintf(headSQL, ident),
+		readHeads:    fmt.Sprintf(readHeadsSQL, ident),
+		loadSnapshot: fmt.Sprintf(loadSnapshotSQL, ident),
+		saveSnapshot: fmt.Sprintf(saveSnapshotSQL, ident),
 	}
 }

@@ -47,6 +47,8 @@ func Run(t *testing.T, b Backend) {
 	t.Run("RefusedWriteIsRecorded", func(t *testing.T) { t.Parallel(); refusedWriteRecorded(t, b) })
 	t.Run("LeaseBoundToHolder", func(t *testing.T) { t.Parallel(); leaseBoundToHolder(t, b) })
 	t.Run("BoundedUsesRacingClaims", func(t *testing.T) { t.Parallel(); boundedUsesRacing(t, b) })
+	t.Run("StaleCacheFenced", func(t *testing.T) { t.Parallel(); staleCacheFenced(t, b) })
+	t.Run("StaleCacheRefusalRechecked", func(t *testing.T) { t.Parallel(); staleCacheRefusalRechecked(t, b) })
 }
 
 // Harness is one operation's world: a store, a clock and a handler.
