@@ -68,7 +68,16 @@ type ConsumerConfig struct {
 	// after a stop or a rebalance (default 45s: the worker's provider
 	// timeout plus recording).
 	DrainTimeout time.Duration
-	Logger       *slog.Logger
+	// CommitEvery and CommitInterval batch a partition's offset commits: an
+	// acknowledged message's offset is committed once CommitEvery messages
+	// wait for it (default 64), CommitInterval after the first of them
+	// (default 200ms; sooner when the partition has nothing more to read),
+	// and before the partition is given back. Every offset committed is
+	// still past messages the ledger recorded; what a crash leaves
+	// uncommitted is read again, and the inbox absorbs it.
+	CommitEvery    int
+	CommitInterval time.Duration
+	Logger         *slog.Logger
 }
 
 func (c *ConsumerConfig) setDefaults() {
@@ -89,6 +98,8 @@ func (c *ConsumerConfig) setDefaults() {
 	c.MaxRetries = cmp.Or(c.MaxRetries, 20)
 	c.MaxGroupErrors = cmp.Or(c.MaxGroupErrors, 30)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 45*time.Second)
+	c.CommitEvery = cmp.Or(c.CommitEvery, 64)
+	c.CommitInterval = cmp.Or(c.CommitInterval, 200*time.Millisecond)
 	c.Policy = cmp.Or(c.Policy, DefaultPolicy).WithDefaults()
 	if c.Clock == nil {
 		c.Clock = clock.System{}
@@ -128,8 +139,8 @@ func (c *ConsumerConfig) validate() error {
 	if c.Topic == c.DeadLetterTopic {
 		errs = append(errs, fmt.Errorf("dead-letter topic %q is the consumed topic", c.Topic))
 	}
-	if c.MaxRetries < 1 || c.MaxGroupErrors < 1 || c.QueueCapacity < 1 || c.MaxBytes < 1 {
-		errs = append(errs, errors.New("retry bounds, queue capacity and max bytes must be positive"))
+	if c.MaxRetries < 1 || c.MaxGroupErrors < 1 || c.QueueCapacity < 1 || c.MaxBytes < 1 || c.CommitEvery < 1 || c.CommitInterval <= 0 {
+		errs = append(errs, errors.New("retry bounds, queue capacity, max bytes and the commit batch must be positive"))
 	}
 	if c.RetryBackoff <= 0 || c.MaxRetryBackoff < c.RetryBackoff || c.DrainTimeout <= 0 {
 		errs = append(errs, errors.New("back-offs and the drain timeout must be positive, min <= max"))

@@ -11,15 +11,21 @@
 //     for `opledger dlq list` and `opledger dlq resubmit`.
 //
 // Offsets, stated as boundaries. A partition's offset is committed (as the
-// next offset to read) only after the message's HandleFunc returned Ack, or
-// after the message was written to the dead-letter topic (acknowledged by
-// all in-sync replicas) when it returned DeadLetter or ran out of attempts.
-// So every message is handled at least once, in partition order, and copies
-// are what the ledger's inbox absorbs (DuplicateDelivery). A rebalance or a
-// stop lets the message in flight finish within DrainTimeout and commits it
-// if the generation still allows it; otherwise the next owner reads it
-// again. A failed commit gives the partition back (the generation ends and
-// the group rejoins), and it is read again from the committed offset.
+// next offset to read) only past messages whose HandleFunc returned Ack, or
+// that were written to the dead-letter topic (acknowledged by all in-sync
+// replicas) when it returned DeadLetter or ran out of attempts; messages of
+// a partition are handled one after the other, so every offset committed
+// follows only messages the ledger recorded. Commits are batched
+// (ConsumerConfig.CommitEvery, CommitInterval): one per several messages,
+// and at once when the partition has nothing more to read or is given
+// back. So every message is handled at least once, in partition order, and
+// copies are what the ledger's inbox absorbs (DuplicateDelivery): a crash
+// re-reads at most the messages since the last commit. A rebalance or a
+// stop lets the message in flight finish within DrainTimeout and commits
+// what was acknowledged if the generation still allows it; otherwise the
+// next owner reads it again. A failed commit gives the partition back (the
+// generation ends and the group rejoins), and it is read again from the
+// committed offset.
 //
 // A failing message does not block its partition for ever. A Retry that is
 // not an outage (transport.IsOutage: the ledger's store unavailable, or the

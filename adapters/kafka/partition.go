@@ -41,10 +41,27 @@ func (c *Consumer) partition(ctx, gctx context.Context, gen *kafkago.Generation,
 		return
 	}
 	known := c.knownFailures(fctx, a.ID, a.Offset, log)
+	offs := &offsets{}
+	// Whatever was acknowledged is committed before the partition goes:
+	// the generation may still allow it (a stop; a rebalance in progress).
+	defer c.flush(ctx, gen, offs, log)
 	for failures := 0; ; {
-		m, err := r.FetchMessage(fctx)
+		// While commits wait, fetch no longer than until they are due: a
+		// partition with nothing more to read commits at once.
+		fetchCtx, cancelFetch := fctx, context.CancelFunc(func() {})
+		if offs.waiting > 0 {
+			fetchCtx, cancelFetch = context.WithTimeout(fctx, max(c.cfg.CommitInterval-time.Since(offs.since), time.Millisecond))
+		}
+		m, err := r.FetchMessage(fetchCtx)
+		cancelFetch()
 		if fctx.Err() != nil {
 			return
+		}
+		if err != nil && offs.waiting > 0 && fetchCtx.Err() != nil {
+			if !c.flush(ctx, gen, offs, log) {
+				return
+			}
+			continue
 		}
 		if err != nil {
 			failures++
@@ -59,10 +76,36 @@ func (c *Consumer) partition(ctx, gctx context.Context, gen *kafkago.Generation,
 			continue
 		}
 		failures = 0
-		if !c.process(ctx, fctx, gen, m, handle, known, log) {
+		if !c.process(ctx, fctx, gen, m, handle, known, offs, log) {
 			return
 		}
 	}
+}
+
+// offsets is a partition's acknowledged messages whose offset is not
+// committed yet: the offset to commit (the next to read), how many wait
+// for it and since when.
+type offsets struct {
+	topic     string
+	partition int
+	next      int64
+	waiting   int
+	since     time.Time
+}
+
+// flush commits what waits; it reports false when the commit failed (the
+// partition must be given back).
+func (c *Consumer) flush(ctx context.Context, gen *kafkago.Generation, offs *offsets, log *slog.Logger) bool {
+	if offs.waiting == 0 {
+		return true
+	}
+	err := gen.CommitOffsets(map[string]map[int]int64{offs.topic: {offs.partition: offs.next}})
+	offs.waiting = 0
+	if err != nil {
+		log.WarnContext(ctx, "commit failed; giving the partition back, its messages since the last commit will be read again", "err", err, "offset", offs.next)
+		return false
+	}
+	return true
 }
 
 // itemName names a message in the set-aside store: stable wherever and
@@ -130,7 +173,7 @@ func (c *Consumer) knownFailures(ctx context.Context, partition int, committed i
 // the count reaches MaxAttempts the message is dead-lettered
 // (delivery.attempts-exhausted, with the attempts) and committed.
 func (c *Consumer) process(ctx, fctx context.Context, gen *kafkago.Generation, m kafkago.Message, handle transport.HandleFunc,
-	known map[int64]setaside.Item, log *slog.Logger) bool {
+	known map[int64]setaside.Item, offs *offsets, log *slog.Logger) bool {
 	log = log.With("offset", m.Offset)
 	item := c.itemName(m.Partition, m.Offset)
 	hctx, cancel := transport.DrainContext(ctx, c.cfg.DrainTimeout)
@@ -144,7 +187,7 @@ func (c *Consumer) process(ctx, fctx context.Context, gen *kafkago.Generation, m
 	if failed {
 		in.Origin.Attempt = prior.Attempts + 1
 		if prior.SetAside { // set aside before a restart or a rebalance, and not dead-lettered yet
-			return c.exhaust(hctx, fctx, gen, in, m, item, prior, log)
+			return c.exhaust(hctx, fctx, gen, in, m, item, prior, offs, log)
 		}
 		if !c.backOff(fctx, prior) {
 			return false
@@ -154,7 +197,7 @@ func (c *Consumer) process(ctx, fctx context.Context, gen *kafkago.Generation, m
 		d := handle(hctx, in)
 		switch {
 		case d.Action == transport.ActionAck:
-			return c.settle(hctx, gen, m, item, failed, log)
+			return c.settle(hctx, gen, m, item, failed, offs, log)
 		case d.Action == transport.ActionDeadLetter:
 			if err := c.deadLetter(hctx, in, m, d.Reason, d.Detail, 0); err != nil {
 				dlqFailures++
@@ -170,7 +213,7 @@ func (c *Consumer) process(ctx, fctx context.Context, gen *kafkago.Generation, m
 				continue
 			}
 			c.stats.deadLettered.Add(1)
-			return c.settle(hctx, gen, m, item, failed, log)
+			return c.settle(hctx, gen, m, item, failed, offs, log)
 		case d.Action == transport.ActionRetry && transport.IsOutage(hctx, d):
 			outages++
 			c.stats.outages.Add(1)
@@ -193,7 +236,7 @@ func (c *Consumer) process(ctx, fctx context.Context, gen *kafkago.Generation, m
 		failed = true
 		c.stats.failures.Add(1)
 		if it.SetAside {
-			return c.exhaust(hctx, fctx, gen, in, m, item, it, log)
+			return c.exhaust(hctx, fctx, gen, in, m, item, it, offs, log)
 		}
 		log.WarnContext(ctx, "delivery failed; its partition waits, then handles it again", "err", d.Err, "attempts", it.Attempts,
 			"max_attempts", c.cfg.Policy.MaxAttempts, "retry_at", it.RetryAt)
@@ -232,7 +275,7 @@ func (c *Consumer) backOff(fctx context.Context, it setaside.Item) bool {
 // exhaust dead-letters a message whose failed attempts reached the bound,
 // with the count and the last error, then commits it and clears its count
 // (the dead letter is now its record).
-func (c *Consumer) exhaust(ctx, fctx context.Context, gen *kafkago.Generation, in transport.Inbound, m kafkago.Message, item string, it setaside.Item, log *slog.Logger) bool {
+func (c *Consumer) exhaust(ctx, fctx context.Context, gen *kafkago.Generation, in transport.Inbound, m kafkago.Message, item string, it setaside.Item, offs *offsets, log *slog.Logger) bool {
 	detail := fmt.Sprintf("failed %d times; last error: %s", it.Attempts, it.Detail)
 	for tries := 1; ; tries++ {
 		err := c.deadLetter(ctx, in, m, transport.ReasonDeliveryAttemptsExhausted, detail, it.Attempts)
@@ -252,14 +295,24 @@ func (c *Consumer) exhaust(ctx, fctx context.Context, gen *kafkago.Generation, i
 	c.stats.deadLettered.Add(1)
 	c.stats.exhausted.Add(1)
 	log.ErrorContext(ctx, "dead-lettered after its attempts were exhausted", "attempts", it.Attempts, "last_error", it.Detail)
-	return c.settle(ctx, gen, m, item, true, log)
+	return c.settle(ctx, gen, m, item, true, offs, log)
 }
 
-// settle commits the message and, when it had recorded failures, clears
-// them. A failed clear leaves an entry below the committed offset, which the
-// next assignment of the partition clears.
-func (c *Consumer) settle(ctx context.Context, gen *kafkago.Generation, m kafkago.Message, item string, failed bool, log *slog.Logger) bool {
-	if !c.commit(ctx, gen, m, log) {
+// settle marks the message's offset for commit: committed with the next
+// CommitEvery messages or CommitInterval (see ConsumerConfig), at once when
+// it had recorded failures, which are then cleared. A failed clear leaves
+// an entry below the committed offset, which the next assignment of the
+// partition clears.
+func (c *Consumer) settle(ctx context.Context, gen *kafkago.Generation, m kafkago.Message, item string, failed bool, offs *offsets, log *slog.Logger) bool {
+	if offs.waiting == 0 {
+		offs.since = time.Now()
+	}
+	offs.topic, offs.partition, offs.next = m.Topic, m.Partition, m.Offset+1
+	offs.waiting++
+	if !failed && offs.waiting < c.cfg.CommitEvery {
+		return true
+	}
+	if !c.flush(ctx, gen, offs, log) {
 		return false
 	}
 	if failed {
@@ -294,17 +347,6 @@ func (c *Consumer) deadLetter(ctx context.Context, in transport.Inbound, m kafka
 		return fmt.Errorf("dead-letter %s: %w", in.Origin, err)
 	}
 	return nil
-}
-
-// commit commits the offset after m. A failure (the generation ended, the
-// coordinator moved) gives the partition back.
-func (c *Consumer) commit(ctx context.Context, gen *kafkago.Generation, m kafkago.Message, log *slog.Logger) bool {
-	err := gen.CommitOffsets(map[string]map[int]int64{m.Topic: {m.Partition: m.Offset + 1}})
-	if err != nil {
-		log.WarnContext(ctx, "commit failed; giving the partition back, the message will be read again", "err", err)
-		return false
-	}
-	return true
 }
 
 func (c *Consumer) backoff(attempt int) time.Duration {

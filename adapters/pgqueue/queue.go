@@ -12,9 +12,14 @@ import (
 	"opledger/adapters/transport"
 )
 
-// MaxConcurrency bounds the claimers of one Consume; each holds at most one
-// message at a time.
+// MaxConcurrency bounds the messages one Consume holds in flight (and so
+// the rows one claim takes).
 const MaxConcurrency = 64
+
+// DefaultConcurrency is Config.Concurrency's default: a worker mostly waits
+// (on the provider, on commits), so it keeps several messages in flight,
+// and claims and acknowledgements are shared among them.
+const DefaultConcurrency = 16
 
 // Config configures a Queue. Zero values take defaults.
 type Config struct {
@@ -27,7 +32,7 @@ type Config struct {
 	// by Consume.
 	WorkerID string
 	// Concurrency bounds the messages one Consume handles at once (default
-	// 4, at most MaxConcurrency).
+	// DefaultConcurrency, at most MaxConcurrency).
 	Concurrency int
 	// VisibilityTimeout hides a claimed message from other claimers (default
 	// 2m). It must exceed the longest handling (the worker's provider timeout
@@ -62,7 +67,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	c.Topic = cmp.Or(c.Topic, transport.TopicRefundRequests)
-	c.Concurrency = cmp.Or(c.Concurrency, 4)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.VisibilityTimeout = cmp.Or(c.VisibilityTimeout, 2*time.Minute)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 10)
 	c.RetryBackoff = cmp.Or(c.RetryBackoff, time.Second)

@@ -59,6 +59,12 @@ RETURNING m.id, m.message_id, m.key, m.value, m.headers, m.attempts, m.uncounted
 
 	sqlAck = `UPDATE %[1]s.messages SET state = 'acked', settled_at = now(), last_error = NULL
 WHERE id = $1 AND attempts = $2 AND state = 'ready'`
+	// sqlAckBatch acknowledges rows ($1) each under its claim's attempt
+	// ($2) and returns the ids acknowledged.
+	sqlAckBatch = `UPDATE %[1]s.messages m SET state = 'acked', settled_at = now(), last_error = NULL
+FROM unnest($1::bigint[], $2::int[]) AS a(id, attempts)
+WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'
+RETURNING m.id`
 	sqlDeadLetter = `UPDATE %[1]s.messages SET state = 'dead', settled_at = now(), dead_reason = $3, dead_detail = $4,
     headers = headers || $5::jsonb
 WHERE id = $1 AND attempts = $2 AND state = 'ready'`
@@ -121,6 +127,7 @@ FROM %[1]s.resubmissions WHERE dead_letter_id = ANY($1)`
 type statements struct {
 	loadCheckpoint, saveCheckpoint                  string
 	publish, claim, ack, deadLetter, retry, outage  string
+	ackBatch                                        string
 	depthReady, depthDead                           string
 	listTopic, listDead, deadIDs, lockDead          string
 	markResubmit, insertMessage                     string
@@ -132,7 +139,7 @@ func newStatements(schema string) statements {
 	f := func(q string) string { return fmt.Sprintf(q, ident) }
 	return statements{
 		loadCheckpoint: f(sqlLoadCheckpoint), saveCheckpoint: f(sqlSaveCheckpoint),
-		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
+		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), ackBatch: f(sqlAckBatch), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
 		depthReady: f(sqlDepthReady), depthDead: f(sqlDepthDead),
 		listTopic: f(sqlListTopic), listDead: f(sqlListDead), deadIDs: f(sqlDeadIDs), lockDead: f(sqlLockDead),
 		markResubmit: f(sqlMarkResubmit), insertMessage: f(sqlInsertMessage),

@@ -108,8 +108,15 @@ type RelayConfig struct {
 	// Pinger (default 5s); it pings at once when it starts leading.
 	PingInterval time.Duration
 	// BatchSize bounds the events read at once, and so the messages
-	// published before one checkpoint (default 500).
+	// published in one Publish call (default 500).
 	BatchSize int
+	// CheckpointInterval is how often a relay that keeps finding events
+	// saves its checkpoint (default 1s); it also saves whenever it catches
+	// up with the log (before pausing on an empty read) and when it stops
+	// at a failing event. So a busy log costs one checkpoint write per
+	// interval, not one per batch, and a leader that dies publishes at most
+	// an interval's messages again (under the same message ids).
+	CheckpointInterval time.Duration
 	// PollMin and PollMax bound the pause between empty reads of the log
 	// (defaults 10ms, 1s).
 	PollMin, PollMax time.Duration
@@ -127,10 +134,11 @@ type RelayConfig struct {
 }
 
 // Relay follows the global log from its checkpoint and publishes what Select
-// maps each event to. Per batch: publish everything, then save the
-// checkpoint. A crash between the two publishes the batch again on restart;
-// message ids derived from the events make the copies recognisable. Only
-// the holder of the Leader lock publishes.
+// maps each event to. Per batch: publish everything; then, at most every
+// CheckpointInterval and whenever it catches up, save the checkpoint. A
+// crash before a save publishes what followed the saved checkpoint again on
+// restart; message ids derived from the events make the copies
+// recognisable. Only the holder of the Leader lock publishes.
 type Relay struct {
 	cfg       RelayConfig
 	leader    Leadership
@@ -163,6 +171,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	cfg.LeaderCheck = cmp.Or(cfg.LeaderCheck, time.Second)
 	cfg.PingInterval = cmp.Or(cfg.PingInterval, 5*time.Second)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 500)
+	cfg.CheckpointInterval = cmp.Or(cfg.CheckpointInterval, time.Second)
 	cfg.PollMin = cmp.Or(cfg.PollMin, 10*time.Millisecond)
 	cfg.PollMax = cmp.Or(cfg.PollMax, time.Second)
 	cfg.FailureBackoff = cmp.Or(cfg.FailureBackoff, 100*time.Millisecond)
@@ -170,7 +179,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.BatchSize < 1 || cfg.BatchSize > eventstore.MaxAppendBatch*10 {
 		errs = append(errs, fmt.Errorf("batch size %d must be in [1, %d]", cfg.BatchSize, eventstore.MaxAppendBatch*10))
 	}
-	if cfg.MaxFailures < 0 || cfg.PollMin <= 0 || cfg.PollMax < cfg.PollMin || cfg.FailureBackoff <= 0 || cfg.LeaderRetry <= 0 || cfg.LeaderCheck <= 0 || cfg.PingInterval <= 0 {
+	if cfg.MaxFailures < 0 || cfg.PollMin <= 0 || cfg.PollMax < cfg.PollMin || cfg.FailureBackoff <= 0 || cfg.LeaderRetry <= 0 || cfg.LeaderCheck <= 0 || cfg.PingInterval <= 0 || cfg.CheckpointInterval <= 0 {
 		errs = append(errs, errors.New("MaxFailures must not be negative; pauses positive, PollMin <= PollMax"))
 	}
 	if err := cfg.Policy.Validate(); err != nil {
@@ -251,7 +260,28 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 		lastCheck = time.Now() // the lock was just taken
 		lastPing  time.Time    // zero: ping when first idle
 		pinger, _ = r.cfg.Publisher.(Pinger)
+		// unsaved is how far the relay got past its saved checkpoint (nil:
+		// nowhere), with the recovered events to clear once it is saved.
+		unsaved   eventstore.Position
+		recovered []string
+		lastSave  = time.Now()
 	)
+	// save writes the checkpoint at unsaved; on failure the relay reads
+	// again from the saved one (publishing what followed it again).
+	save := func() error {
+		if unsaved == nil {
+			return nil
+		}
+		text := unsaved.String()
+		if err := r.cfg.Checkpoints.Save(ctx, r.cfg.Name, text); err != nil {
+			unsaved, recovered, loaded = nil, nil, false
+			return fmt.Errorf("save checkpoint: %w", err)
+		}
+		r.update(func(s *RelayStatus) { s.Position = text })
+		r.clearRecovered(ctx, recovered, log)
+		unsaved, recovered, lastSave = nil, nil, time.Now()
+		return nil
+	}
 	// outage records a failure and pauses; it returns an error when Run must
 	// stop (MaxFailures reached, or ctx ended).
 	outage := func(stage string, err error) error {
@@ -307,6 +337,12 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 			continue
 		}
 		if len(batch) == 0 {
+			if err := save(); err != nil { // caught up: save before pausing
+				if err := outage(StageCheckpoint, err); err != nil {
+					return err
+				}
+				continue
+			}
 			if pinger != nil && time.Since(lastPing) >= r.cfg.PingInterval {
 				if err := pinger.Ping(ctx); err != nil {
 					if err := outage(StagePublish, fmt.Errorf("transport unreachable: %w", err)); err != nil {
@@ -329,12 +365,24 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 		case errors.Is(res.err, ErrLeadershipLost):
 			return res.err
 		default:
-			// Nothing moved past what was saved: read again from there.
+			// Read again from what was saved.
+			unsaved, recovered = nil, nil
 			if err := outage(res.stage, res.err); err != nil {
 				return err
 			}
 			loaded = false
 			continue
+		}
+		if res.moved {
+			unsaved, recovered = res.next, append(recovered, res.recovered...)
+		}
+		if res.retryIn > 0 || time.Since(lastSave) >= r.cfg.CheckpointInterval {
+			if err := save(); err != nil {
+				if err := outage(StageCheckpoint, err); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		lastCheck = time.Now() // relayBatch checked before publishing
 		if res.published {
@@ -394,18 +442,20 @@ func (r *Relay) loadPending(ctx context.Context, log *slog.Logger) {
 
 // batchResult is what relayBatch did.
 type batchResult struct {
-	next      eventstore.Position // the checkpoint now saved
+	next      eventstore.Position // where the relay got: the checkpoint to save
+	moved     bool                // next is past the position the batch was read after
+	recovered []string            // events whose recorded failures to clear once next is saved
 	retryIn   time.Duration       // > 0: stopped at a failing event; retry it after this
 	published bool                // messages went out
 	stage     string              // of err
-	err       error               // an outage: nothing past the old checkpoint is saved
+	err       error               // an outage: read again from the saved checkpoint
 }
 
-// relayBatch maps batch (read after after) to messages, publishes them and
-// saves the checkpoint. An event Select refuses is recorded as failed: once
-// set aside it is skipped (the checkpoint moves past it); before that the
-// batch stops at it, what precedes it is published and checkpointed, and
-// retryIn says when to read it again.
+// relayBatch maps batch (read after after) to messages and publishes them;
+// the caller saves the checkpoint (see CheckpointInterval). An event
+// Select refuses is recorded as failed: once set aside it is skipped (the
+// checkpoint moves past it); before that the batch stops at it, what
+// precedes it is published, and retryIn says when to read it again.
 func (r *Relay) relayBatch(ctx context.Context, after eventstore.Position, batch []eventstore.RecordedEvent, log *slog.Logger) batchResult {
 	var (
 		out     []Outbound
@@ -459,19 +509,19 @@ func (r *Relay) relayBatch(ctx context.Context, after eventstore.Position, batch
 		now := r.cfg.Clock.Now()
 		r.update(func(s *RelayStatus) { s.LastPublishedAt = now })
 	}
-	text := last.String()
-	if err := r.cfg.Checkpoints.Save(ctx, r.cfg.Name, text); err != nil {
-		return batchResult{next: after, stage: StageCheckpoint, err: fmt.Errorf("save checkpoint: %w", err)}
-	}
-	r.update(func(s *RelayStatus) { s.Position = text })
-	for _, item := range passed {
+	return batchResult{next: last, moved: true, recovered: passed, retryIn: retryIn, published: len(out) > 0}
+}
+
+// clearRecovered clears the recorded failures of events that relayed after
+// all, once the checkpoint past them is saved.
+func (r *Relay) clearRecovered(ctx context.Context, items []string, log *slog.Logger) {
+	for _, item := range items {
 		if err := r.cfg.SetAside.Clear(ctx, setaside.RoleRelay, item); err != nil {
 			log.WarnContext(ctx, "relay: cannot clear a recovered event's failures", "item", item, "err", err)
 			continue // it stays listed as retrying; harmless
 		}
 		delete(r.pending, item)
 	}
-	return batchResult{next: last, retryIn: retryIn, published: len(out) > 0}
 }
 
 // failed records a failed Select of rec.

@@ -20,6 +20,7 @@ type memCheckpoints struct {
 	mu    sync.Mutex
 	pos   map[string]string
 	fails int // the next Saves fail
+	saves int // Saves that succeeded
 }
 
 func (m *memCheckpoints) Load(_ context.Context, name string) (string, error) {
@@ -36,7 +37,14 @@ func (m *memCheckpoints) Save(_ context.Context, name, position string) error {
 		return errors.New("crash before the checkpoint")
 	}
 	m.pos[name] = position
+	m.saves++
 	return nil
+}
+
+func (m *memCheckpoints) counts() (saves int, pos string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.saves, m.pos["refund-requests"]
 }
 
 type memPublisher struct {
@@ -116,4 +124,43 @@ func TestRelayPublishesStableIDsAgainAfterACrash(t *testing.T) {
 		require.Equal(t, m.MessageID, m.Headers[transport.HeaderMessageID])
 	}
 	require.NotEmpty(t, checks.pos["refund-requests"])
+}
+
+// A relay that keeps finding events saves its checkpoint once per
+// CheckpointInterval and when it catches up, not once per batch: nine
+// batches of one event, one save.
+func TestRelaySavesItsCheckpointWhenCaughtUp(t *testing.T) {
+	t.Parallel()
+	now := clock.NewManual(time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC))
+	store := memory.New(now.Now)
+	h, err := ledger.New(ledger.Config{Store: store, Clock: now})
+	require.NoError(t, err)
+	for _, op := range []domain.OperationID{"OP-1", "OP-2", "OP-3"} {
+		approve(t, h, op)
+	}
+	all, err := store.ReadAll(t.Context(), nil, 100)
+	require.NoError(t, err)
+	require.Len(t, all, 9)
+
+	checks := &memCheckpoints{pos: map[string]string{}}
+	pub := &memPublisher{}
+	r, err := transport.NewRelay(transport.RelayConfig{Name: "refund-requests", Store: store, Checkpoints: checks, Publisher: pub,
+		Select: transport.SelectRefundRequests, BatchSize: 1, CheckpointInterval: time.Hour, PollMax: 10 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, pos := checks.counts(); pos == all[8].Position.String() {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the relay never saved its checkpoint at the end of the log")
+		time.Sleep(time.Millisecond) // polling with a bound
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	saves, _ := checks.counts()
+	require.Equal(t, 1, saves, "one save for nine batches")
+	require.Len(t, pub.messages(), 3, "every capability published once")
 }

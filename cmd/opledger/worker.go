@@ -83,7 +83,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	providerURL := fs.String("provider-url", env("PROVIDER_URL", ""), "the payment provider's base URL, e.g. http://127.0.0.1:8081 [PROVIDER_URL]")
 	pf := addProviderFlags(fs)
 	exportURL := addExportDeliveryFlag(fs)
-	concurrency := fs.String("concurrency", env("OPLEDGER_WORKER_CONCURRENCY", "4"), "messages handled at once on the Postgres queue (Kafka: one per assigned partition) [OPLEDGER_WORKER_CONCURRENCY]")
+	concurrency := fs.String("concurrency", env("OPLEDGER_WORKER_CONCURRENCY", strconv.Itoa(pgqueue.DefaultConcurrency)), "messages handled at once on the Postgres queue (Kafka: one per assigned partition) [OPLEDGER_WORKER_CONCURRENCY]")
 	relay := fs.Bool("relay", env("OPLEDGER_WORKER_RELAY", "") == "true", "also run the relays (log to transport), for a single machine without 'serve' [OPLEDGER_WORKER_RELAY=true]")
 	if code, ok := parse(fs, args); !ok {
 		return code
