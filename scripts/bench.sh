@@ -38,9 +38,9 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
     --out=*) out=${1#--out=}; shift ;;
-    --quick|--only|--only=*|--rounds|--rounds=*)
+    --quick|--only|--only=*|--rounds|--rounds=*|--cpuprofile|--cpuprofile=*)
       args+=("$1")
-      if [ "$1" = --only ] || [ "$1" = --rounds ]; then args+=("$2"); shift; fi
+      if [ "$1" = --only ] || [ "$1" = --rounds ] || [ "$1" = --cpuprofile ]; then args+=("$2"); shift; fi
       shift ;;
     -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;

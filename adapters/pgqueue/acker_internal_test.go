@@ -39,7 +39,7 @@ func TestAckBatchKeepsEachResult(t *testing.T) {
 	_, err = pool.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "messages"}.Sanitize()+" SET attempts = attempts + 1 WHERE id = $1", claimed[1].ID)
 	require.NoError(t, err)
 
-	a := newAcker(q)
+	a := &acker{q: q}
 	batch := make([]*pendingAck, len(claimed))
 	for i, c := range claimed {
 		batch[i] = &pendingAck{c: c, done: make(chan error, 1)}

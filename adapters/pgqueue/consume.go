@@ -12,12 +12,13 @@ import (
 // Consume implements transport.Source. One claim loop keeps up to
 // Concurrency messages in flight: it claims as many as there are free
 // slots in one statement (at most one message per key, see Claim), hands
-// each to a goroutine of its own, and claims again once half the slots are
-// free, or all of them, so that a busy queue costs one claim per several
+// each to a goroutine of its own, and claims again once a quarter of the
+// slots are free, or all of them, so that a busy queue costs one claim per several
 // messages and an idle one polls once per pause, not once per slot. Each
 // message is settled as its disposition says when its handling ends;
 // acknowledgements of messages that end at about the same time share one
-// statement (see acker). A claim that finds nothing pauses the loop
+// statement, sent off the handlers' goroutines (see acker). A claim that
+// finds nothing pauses the loop
 // (PollMin doubling to PollMax, cut short when a message in flight ends);
 // so does a message that met an outage of the ledger's store, rather than
 // claiming the others into the outage. When ctx ends, no more is claimed,
@@ -29,7 +30,7 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 		return errors.New("pgqueue: consume: WorkerID is required")
 	}
 	log := q.cfg.Logger.With("claimer", q.cfg.WorkerID, "topic", q.cfg.Topic)
-	l := &claimLoop{q: q, acks: newAcker(q), ended: make(chan bool, q.cfg.Concurrency), poll: q.cfg.PollMin}
+	l := &claimLoop{q: q, acks: startAcker(ctx, q, log), ended: make(chan bool, q.cfg.Concurrency), poll: q.cfg.PollMin}
 	l.timer = time.NewTimer(time.Hour)
 	l.timer.Stop()
 	defer l.timer.Stop()
@@ -37,8 +38,9 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 		for ; l.inFlight > 0; l.inFlight-- { // every message in flight ends within DrainTimeout
 			<-l.ended
 		}
+		l.acks.stop() // then their acknowledgements go out
 	}()
-	refill := max(1, q.cfg.Concurrency/2)
+	refill := max(1, q.cfg.Concurrency/4)
 	for failures := 0; ctx.Err() == nil; {
 		if l.outage {
 			// A message met an outage of the ledger's store: pause rather
@@ -139,13 +141,11 @@ func (q *Queue) deliver(ctx context.Context, c Claimed, handle transport.HandleF
 	defer cancel()
 	d := handle(hctx, c.Inbound())
 	outage = d.Action == transport.ActionRetry && transport.IsOutage(hctx, d)
-	var err error
 	if d.Action == transport.ActionAck {
-		err = acks.ack(hctx, c)
-	} else {
-		err = q.Settle(hctx, c, d)
+		acks.ack(c) // off this goroutine: the slot is free now
+		return outage
 	}
-	if err != nil {
+	if err := q.Settle(hctx, c, d); err != nil {
 		log.WarnContext(ctx, "message not settled; it will be handed out again after its visibility timeout", "action", d.Action, "err", err)
 	}
 	return outage

@@ -19,7 +19,7 @@ const MaxConcurrency = 64
 // DefaultConcurrency is Config.Concurrency's default: a worker mostly waits
 // (on the provider, on commits), so it keeps several messages in flight,
 // and claims and acknowledgements are shared among them.
-const DefaultConcurrency = 16
+const DefaultConcurrency = 32
 
 // Config configures a Queue. Zero values take defaults.
 type Config struct {

@@ -111,11 +111,11 @@ type RelayConfig struct {
 	// published in one Publish call (default 500).
 	BatchSize int
 	// CheckpointInterval is how often a relay that keeps finding events
-	// saves its checkpoint (default 1s); it also saves whenever it catches
-	// up with the log (before pausing on an empty read) and when it stops
-	// at a failing event. So a busy log costs one checkpoint write per
-	// interval, not one per batch, and a leader that dies publishes at most
-	// an interval's messages again (under the same message ids).
+	// saves its checkpoint (default 1s, by Clock); it also saves when it
+	// finds the log idle (an empty read) and when it stops at a failing
+	// event. So a busy log costs one checkpoint write per interval, not one
+	// per batch, and a leader that dies publishes at most about an
+	// interval's messages again (under the same message ids).
 	CheckpointInterval time.Duration
 	// PollMin and PollMax bound the pause between empty reads of the log
 	// (defaults 10ms, 1s).
@@ -134,8 +134,8 @@ type RelayConfig struct {
 }
 
 // Relay follows the global log from its checkpoint and publishes what Select
-// maps each event to. Per batch: publish everything; then, at most every
-// CheckpointInterval and whenever it catches up, save the checkpoint. A
+// maps each event to. Per batch: publish everything; then, once per
+// CheckpointInterval and whenever the log is idle, save the checkpoint. A
 // crash before a save publishes what followed the saved checkpoint again on
 // restart; message ids derived from the events make the copies
 // recognisable. Only the holder of the Leader lock publishes.
@@ -264,7 +264,8 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 		// nowhere), with the recovered events to clear once it is saved.
 		unsaved   eventstore.Position
 		recovered []string
-		lastSave  = time.Now()
+		lastSave  = r.cfg.Clock.Now()
+		due       = func() bool { return r.cfg.Clock.Now().Sub(lastSave) >= r.cfg.CheckpointInterval }
 	)
 	// save writes the checkpoint at unsaved; on failure the relay reads
 	// again from the saved one (publishing what followed it again).
@@ -279,7 +280,7 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 		}
 		r.update(func(s *RelayStatus) { s.Position = text })
 		r.clearRecovered(ctx, recovered, log)
-		unsaved, recovered, lastSave = nil, nil, time.Now()
+		unsaved, recovered, lastSave = nil, nil, r.cfg.Clock.Now()
 		return nil
 	}
 	// outage records a failure and pauses; it returns an error when Run must
@@ -337,7 +338,7 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 			continue
 		}
 		if len(batch) == 0 {
-			if err := save(); err != nil { // caught up: save before pausing
+			if err := save(); err != nil { // idle: save before pausing
 				if err := outage(StageCheckpoint, err); err != nil {
 					return err
 				}
@@ -376,7 +377,7 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 		if res.moved {
 			unsaved, recovered = res.next, append(recovered, res.recovered...)
 		}
-		if res.retryIn > 0 || time.Since(lastSave) >= r.cfg.CheckpointInterval {
+		if res.retryIn > 0 || due() {
 			if err := save(); err != nil {
 				if err := outage(StageCheckpoint, err); err != nil {
 					return err
@@ -391,6 +392,13 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 		after = res.next
 		healthy()
 		poll = r.cfg.PollMin
+		if len(batch) < r.cfg.BatchSize && res.retryIn == 0 {
+			// Caught up: what comes next is a few events at a time; let
+			// them gather for PollMin rather than read each on its own.
+			if !pause(ctx, r.cfg.PollMin, r.cfg.Wake) {
+				return ctx.Err()
+			}
+		}
 		if res.retryIn > 0 {
 			// An event failed and waits for its retry: the log waits behind
 			// it, for at most Policy.MaxBackoff.

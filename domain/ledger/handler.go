@@ -290,17 +290,30 @@ type folding struct {
 	lastHash []byte
 }
 
-// load folds stream from its snapshot, when one matches, else from its
-// first event, and caches the result when the operation exists. A load
-// that folded many events keeps a snapshot (Config.SnapshotEvery).
+// snapshotProbe is the first page a cold load reads: a stream that ends
+// within it (nearly every operation's) is folded at once, with no other
+// round trip; only a longer one looks for a snapshot.
+const snapshotProbe = 64
+
+// load folds stream into a fresh state, and caches it when the operation
+// exists. It reads the stream's first snapshotProbe events; when there are
+// more, it looks for a snapshot past them that matches the stream and goes
+// on from there, else it folds on from its first page. A load that folded
+// many events keeps a snapshot (Config.SnapshotEvery).
 func (h *Handler) load(ctx context.Context, stream string) (*folding, error) {
-	f, ok := (*folding)(nil), false
-	if h.snapshots != nil && h.cfg.SnapshotEvery >= 0 {
-		f, ok = h.fromSnapshot(ctx, stream)
+	f := &folding{state: domain.NewOperation()}
+	first := min(h.cfg.ReadPage, snapshotProbe)
+	page, err := h.cfg.Store.ReadStream(ctx, stream, 0, first)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", stream, err)
 	}
-	if !ok {
-		f = &folding{state: domain.NewOperation()}
-		if err := h.catchUp(ctx, stream, f); err != nil {
+	if err := h.foldPage(stream, f, page); err != nil {
+		return nil, err
+	}
+	if len(page) == first {
+		if g, ok := h.fromSnapshot(ctx, stream, f.state.Version); ok {
+			f = g
+		} else if err := h.catchUp(ctx, stream, f); err != nil {
 			return nil, err
 		}
 	}

@@ -91,20 +91,24 @@ func decodeState(b []byte) (*domain.Operation, error) {
 	return o, nil
 }
 
-// fromSnapshot loads stream from its snapshot and the events after it. It
-// reports false (and the caller folds the stream from its start) when there
-// is no snapshot, it is of another format or does not decode, or it does
-// not match the stream: the event at its version must be there and carry
-// the hash the snapshot was taken at (a log that was rewritten, restored or
-// tampered with does not). Errors reading the snapshot are not the
-// command's: they are logged and the events used.
-func (h *Handler) fromSnapshot(ctx context.Context, stream string) (*folding, bool) {
+// fromSnapshot loads stream from its snapshot and the events after it,
+// when the snapshot is past version have (what the caller folded already).
+// It reports false (and the caller folds on from the events) when there is
+// no snapshot or none past have, it is of another format or does not
+// decode, or it does not match the stream: the event at its version must
+// be there and carry the hash the snapshot was taken at (a log that was
+// rewritten, restored or tampered with does not). Errors reading the
+// snapshot are not the command's: they are logged and the events used.
+func (h *Handler) fromSnapshot(ctx context.Context, stream string, have int64) (*folding, bool) {
+	if h.snapshots == nil || h.cfg.SnapshotEvery < 0 {
+		return nil, false
+	}
 	snap, ok, err := h.snapshots.LoadSnapshot(ctx, stream)
 	if err != nil {
 		h.cfg.Logger.WarnContext(ctx, "snapshot not read; folding the stream from its start", "stream", stream, "err", err)
 		return nil, false
 	}
-	if !ok || snap.Format != snapshotFormat {
+	if !ok || snap.Format != snapshotFormat || snap.Version <= have {
 		return nil, false
 	}
 	state, err := decodeState(snap.State)

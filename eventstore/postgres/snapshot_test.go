@@ -17,10 +17,16 @@ import (
 	"opledger/eventstore/postgres/pgtest"
 )
 
-// countingStore counts the events its stream reads return.
+// countingStore counts the events its stream reads return, and its
+// snapshot lookups.
 type countingStore struct {
 	*postgres.Store
-	read atomic.Int64
+	read, lookups atomic.Int64
+}
+
+func (c *countingStore) LoadSnapshot(ctx context.Context, stream string) (eventstore.Snapshot, bool, error) {
+	c.lookups.Add(1)
+	return c.Store.LoadSnapshot(ctx, stream)
 }
 
 func (c *countingStore) ReadStream(ctx context.Context, stream string, from int64, limit int) ([]eventstore.RecordedEvent, error) {
@@ -30,9 +36,10 @@ func (c *countingStore) ReadStream(ctx context.Context, stream string, from int6
 }
 
 // TestSnapshotColdLoad: a load that folds a long stream keeps a snapshot;
-// a later cold load (a handler with an empty cache) starts from it, reads
-// only the snapshot's event and the ones after it, and ends in the same
-// state as a fold from the first event. A snapshot that does not match its
+// a later cold load (a handler with an empty cache) reads the stream's
+// first page, finds it full, starts from the snapshot, reads only the
+// snapshot's event and the ones after it, and ends in the same state as a
+// fold from the first event. A snapshot that does not match its
 // stream (its event's hash differs) or does not decode is ignored: the
 // stream is folded whole, and the state is still right.
 func TestSnapshotColdLoad(t *testing.T) {
@@ -65,7 +72,7 @@ func TestSnapshotColdLoad(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	renew(60)
+	renew(200)
 	full := func() *domain.Operation { // the reference: folded from the first event, no snapshot
 		s, err := handler(-1).Load(ctx, op)
 		require.NoError(t, err)
@@ -76,27 +83,39 @@ func TestSnapshotColdLoad(t *testing.T) {
 		load()
 		return store.read.Load() - before
 	}
+	lookups := store.lookups.Load()
+	short := domain.OperationID("OP-SHORT")
+	_, err = writer.RequestOperation(ctx, domain.RequestOperation{OperationID: short, OrderID: "ORD-2", AmountMinor: 100, Currency: "EUR",
+		OrderTotalMinor: 1000, CorrelationID: "COR-2"}, by)
+	require.NoError(t, err)
+	_, err = handler(20).Load(ctx, short)
+	require.NoError(t, err)
+	require.Equal(t, lookups, store.lookups.Load(), "a short stream's cold load looks for no snapshot")
+
 	want := full()
-	require.Equal(t, int64(63), want.Version)
+	require.Equal(t, int64(203), want.Version)
 
 	var first *domain.Operation
-	require.Equal(t, int64(64), reads(func() { first, err = handler(20).Load(ctx, op) }), "a cold load without a snapshot reads every event")
+	require.Equal(t, int64(204), reads(func() { first, err = handler(20).Load(ctx, op) }), "a cold load without a snapshot reads every event")
 	require.NoError(t, err)
 	require.Equal(t, want, first)
 	snap, ok, err := base.LoadSnapshot(ctx, op.StreamName())
 	require.NoError(t, err)
 	require.True(t, ok, "the long load kept a snapshot")
-	require.Equal(t, int64(63), snap.Version)
+	require.Equal(t, int64(203), snap.Version)
 
+	// A cold load reads a first page (a short stream ends there), then the
+	// snapshot's event and what follows it.
+	const probe = 64
 	var second *domain.Operation
-	require.Equal(t, int64(1), reads(func() { second, err = handler(20).Load(ctx, op) }), "a cold load reads only the snapshot's event")
+	require.Equal(t, int64(probe+1), reads(func() { second, err = handler(20).Load(ctx, op) }), "a cold load reads its first page and the snapshot's event")
 	require.NoError(t, err)
 	require.Equal(t, want, second)
 
 	renew(3)
 	want = full()
 	var third *domain.Operation
-	require.Equal(t, int64(4), reads(func() { third, err = handler(20).Load(ctx, op) }), "and the events after it")
+	require.Equal(t, int64(probe+4), reads(func() { third, err = handler(20).Load(ctx, op) }), "and the events after it")
 	require.NoError(t, err)
 	require.Equal(t, want, third)
 

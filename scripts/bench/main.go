@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -67,7 +68,20 @@ func main() {
 	flag.StringVar(&s.out, "out", "", "write the report (BENCHMARKS.md) here")
 	flag.StringVar(&s.binDir, "bin", "", "directory holding the built opledger and loadgen binaries (HTTP figures)")
 	cmdline := flag.String("command", "", "the command line that ran this, for the report")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if sub := flag.Arg(0); sub != "" {
 		os.Exit(runSubcommand(sub, flag.Args()[1:]))
 	}
@@ -123,10 +137,11 @@ func main() {
 	if s.out != "" {
 		if err := writeReport(s.out, &s, machine, figures, elapsed); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: write %s: %v\n", s.out, err)
-			os.Exit(1)
+			return
 		}
 		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", s.out)
 	}
+	stop()
 }
 
 // group is a set of figures measured together (they share a setup).

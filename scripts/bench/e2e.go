@@ -1,0 +1,405 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"opledger/adapters/harness"
+	"opledger/adapters/kafka"
+	"opledger/adapters/pgqueue"
+	"opledger/adapters/transport"
+	"opledger/domain"
+	"opledger/domain/ledger"
+	"opledger/domain/worker"
+	"opledger/eventstore/postgres"
+)
+
+func init() {
+	groups = append(groups, group{
+		title: "end to end",
+		names: []string{"e2e_pgqueue", "e2e_kafka", "statements_per_refund_pgqueue", "commits_per_refund_pgqueue"},
+		run:   runEndToEnd,
+	})
+}
+
+// e2eConcurrency is the messages in flight on every path: the Postgres
+// queue's default, as many Kafka partitions, as many goroutines for the
+// worker alone.
+const e2eConcurrency = pgqueue.DefaultConcurrency
+
+// statementCounter counts the statements sent on the pools it traces, and
+// among them the commits: statements that write outside an explicit
+// transaction (each is its own transaction), and COMMITs.
+type statementCounter struct {
+	statements, commits atomic.Int64
+	mu                  sync.Mutex
+	kinds               map[string]int
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.statements.Add(1)
+	sql := strings.ToUpper(d.SQL)
+	c.mu.Lock()
+	if c.kinds == nil {
+		c.kinds = map[string]int{}
+	}
+	k := strings.Join(strings.Fields(d.SQL), " ")
+	c.kinds[k[:min(len(k), 60)]]++
+	c.mu.Unlock()
+	if strings.HasPrefix(strings.TrimSpace(sql), "COMMIT") || strings.Contains(sql, "INSERT ") || strings.Contains(sql, "UPDATE ") || strings.Contains(sql, "DELETE ") {
+		c.commits.Add(1)
+	}
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) reset() {
+	c.statements.Store(0)
+	c.commits.Store(0)
+	c.mu.Lock()
+	c.kinds = nil
+	c.mu.Unlock()
+}
+
+// e2eWorld is the system of the end-to-end figures: serve's side (the
+// ledger that approves refunds, the log the relay reads) and a worker
+// process's side (its own store and ledger, so its cache starts cold for
+// each refund, as in a deployment), the provider simulator over HTTP with
+// no latency, the transport schema.
+type e2eWorld struct {
+	world       *harness.World
+	apiStore    *postgres.Store
+	workerStore *postgres.Store
+	tpool       *pgxpool.Pool
+	tschema     string
+	counter     *statementCounter
+	pools       []*pgxpool.Pool
+	dispatcher  *transport.Dispatcher
+	seq         atomic.Int64
+}
+
+func newE2EWorld(ctx context.Context, s *settings) (*e2eWorld, error) {
+	w := &e2eWorld{counter: &statementCounter{}, tschema: "bench_e2e_transport"}
+	tracedPool := func(maxConns int32) (*pgxpool.Pool, error) {
+		cfg, err := pgxpool.ParseConfig(s.url)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MaxConns = maxConns
+		cfg.ConnConfig.Tracer = w.counter
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err == nil {
+			w.pools = append(w.pools, p)
+		}
+		return p, err
+	}
+	const schema = "bench_e2e_store"
+	admin, err := openStore(ctx, s, schema, 2) // migrates
+	if err != nil {
+		return nil, err
+	}
+	admin.Close()
+	apiPool, err := tracedPool(10)
+	if err != nil {
+		return nil, err
+	}
+	workerPool, err := tracedPool(10)
+	if err != nil {
+		return nil, err
+	}
+	if w.tpool, err = tracedPool(10); err != nil {
+		return nil, err
+	}
+	if _, err := pgqueue.Migrate(ctx, w.tpool, w.tschema); err != nil {
+		return nil, err
+	}
+	if w.apiStore, err = postgres.New(apiPool, schema); err != nil {
+		return nil, err
+	}
+	if w.workerStore, err = postgres.New(workerPool, schema); err != nil {
+		return nil, err
+	}
+	if w.world, err = harness.New(harness.Options{Store: w.apiStore, Logger: quietLogger()}); err != nil {
+		return nil, err
+	}
+	lg, err := ledger.New(ledger.Config{Store: w.workerStore, Clock: w.world.Clock, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	wk, err := worker.New(worker.Config{ID: "bench-worker", Ledger: lg, Provider: w.world.Provider, Clock: w.world.Clock,
+		Logger: quietLogger(), After: w.world.WorkerTimers.After})
+	if err != nil {
+		return nil, err
+	}
+	w.dispatcher, err = transport.NewDispatcher(transport.DispatcherConfig{Worker: wk, Evidence: lg, WorkerID: "bench-worker",
+		Clock: w.world.Clock, Logger: quietLogger()})
+	return w, err
+}
+
+func (w *e2eWorld) close() {
+	w.world.Close()
+	for _, p := range w.pools {
+		p.Close()
+	}
+}
+
+// approve authorizes n new refunds (untimed) and returns their requests.
+func (w *e2eWorld) approve(ctx context.Context, n int) ([]transport.RefundRequest, error) {
+	out := make([]transport.RefundRequest, n)
+	var (
+		wg       sync.WaitGroup
+		next     atomic.Int64
+		firstErr error
+		once     sync.Once
+	)
+	base := w.seq.Add(int64(n)) - int64(n)
+	for range e2eConcurrency {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if int(i) >= n {
+					return
+				}
+				op := domain.OperationID(fmt.Sprintf("OP-E2E%d", base+i))
+				ref, err := w.world.Approve(ctx, op, "ORD-"+string(op), 12000)
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				out[i] = transport.RefundRequest{MessageID: domain.MessageID("MSG-" + uuid.NewString()), CorrelationID: domain.CorrelationID("COR-" + string(op)),
+					OperationID: op, CapabilityID: ref.Capability}
+			}
+		})
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+// counting wraps the dispatcher: it signals done once n refunds were
+// claimed and recorded.
+func (w *e2eWorld) counting(n int, done chan<- struct{}) transport.HandleFunc {
+	var claimed atomic.Int64
+	return func(ctx context.Context, in transport.Inbound) transport.Disposition {
+		d := w.dispatcher.Handle(ctx, in)
+		if d.Handled && d.Result.Claim.Status == domain.StatusClaimed && d.Result.Recorded != "" {
+			if claimed.Add(1) == int64(n) {
+				close(done)
+			}
+		}
+		return d
+	}
+}
+
+// sample approves a backlog, then times it from the relay's start to the
+// last refund recorded. run starts the relay and returns a stop function.
+func (w *e2eWorld) sample(ctx context.Context, n int, start func(ctx context.Context, handle transport.HandleFunc) (stop func(), err error)) (float64, error) {
+	if _, err := w.approve(ctx, n); err != nil {
+		return 0, err
+	}
+	done := make(chan struct{})
+	w.counter.reset()
+	t0 := time.Now()
+	stop, err := start(ctx, w.counting(n, done))
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	select {
+	case <-done:
+		if os.Getenv("BENCH_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "drained %d in %s\n", n, time.Since(t0))
+			w.counter.mu.Lock()
+			for k, v := range w.counter.kinds {
+				fmt.Fprintf(os.Stderr, "%6d %s\n", v, k)
+			}
+			w.counter.mu.Unlock()
+		}
+	case <-time.After(2 * time.Minute):
+		return 0, errors.New("the backlog was not drained within 2 minutes")
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return float64(n) / time.Since(t0).Seconds(), nil
+}
+
+// alone hands a backlog straight to the dispatcher from e2eConcurrency
+// goroutines: the worker's and the ledger's own cost, no relay, no
+// transport.
+func (w *e2eWorld) alone(ctx context.Context, n int) (float64, error) {
+	reqs, err := w.approve(ctx, n)
+	if err != nil {
+		return 0, err
+	}
+	work := make(chan transport.Inbound, n)
+	for _, r := range reqs {
+		v, err := r.Encode()
+		if err != nil {
+			return 0, err
+		}
+		work <- transport.Inbound{Key: []byte(r.OperationID), Value: v, Origin: transport.Origin{Transport: "bench"}}
+	}
+	close(work)
+	done := make(chan struct{})
+	handle := w.counting(n, done)
+	w.counter.reset()
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for range e2eConcurrency {
+		wg.Go(func() {
+			for in := range work {
+				handle(ctx, in)
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-done:
+	default:
+		return 0, errors.New("the worker alone did not claim every refund")
+	}
+	return float64(n) / time.Since(t0).Seconds(), nil
+}
+
+// goRun runs f until stop is called.
+func goRun(ctx context.Context, f func(ctx context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	go func() { defer close(finished); _ = f(ctx) }()
+	return func() { cancel(); <-finished }
+}
+
+func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
+	w, err := newE2EWorld(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	checks, err := pgqueue.NewCheckpoints(w.tpool, w.tschema)
+	if err != nil {
+		return err
+	}
+	sa, err := pgqueue.NewSetAside(w.tpool, w.tschema)
+	if err != nil {
+		return err
+	}
+	relayOn := func(name string, pub transport.Publisher) (*transport.Relay, error) {
+		return transport.NewRelay(transport.RelayConfig{Name: name, Store: w.apiStore, Checkpoints: checks, Publisher: pub,
+			Select: transport.SelectRefundRequests, SetAside: sa, Logger: quietLogger(), PollMax: 20 * time.Millisecond})
+	}
+	if _, err := w.alone(ctx, 50); err != nil { // warm the pools and the simulator
+		return err
+	}
+
+	if s.wants("e2e_pgqueue", "statements_per_refund", "commits_per_refund") {
+		q, err := pgqueue.New(pgqueue.Config{DB: w.tpool, Schema: w.tschema, WorkerID: "bench-worker", Concurrency: e2eConcurrency,
+			PollMin: time.Millisecond, PollMax: 20 * time.Millisecond, Logger: quietLogger()})
+		if err != nil {
+			return err
+		}
+		relay, err := relayOn("bench-pgqueue", q)
+		if err != nil {
+			return err
+		}
+		var stmts, commits, baseStmts, baseCommits []float64
+		ours, base, err := interleave(ctx, s.rounds,
+			func(ctx context.Context) (float64, error) {
+				rate, err := w.sample(ctx, s.backlog, func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
+					stopRelay := goRun(ctx, relay.Run)
+					if os.Getenv("BENCH_DEBUG") != "" {
+						t0, p0 := time.Now(), relay.Published()
+						go func() {
+							for relay.Published()-p0 < int64(s.backlog) && time.Since(t0) < 10*time.Second {
+								time.Sleep(time.Millisecond)
+							}
+							fmt.Fprintf(os.Stderr, "relay published %d in %s\n", relay.Published()-p0, time.Since(t0))
+						}()
+					}
+					stopQueue := goRun(ctx, func(ctx context.Context) error { return q.Consume(ctx, handle) })
+					return func() { stopQueue(); stopRelay() }, nil
+				})
+				stmts = append(stmts, float64(w.counter.statements.Load())/float64(s.backlog))
+				commits = append(commits, float64(w.counter.commits.Load())/float64(s.backlog))
+				return rate, err
+			},
+			func(ctx context.Context) (float64, error) {
+				rate, err := w.alone(ctx, s.backlog)
+				baseStmts = append(baseStmts, float64(w.counter.statements.Load())/float64(s.backlog))
+				baseCommits = append(baseCommits, float64(w.counter.commits.Load())/float64(s.backlog))
+				return rate, err
+			})
+		if err != nil {
+			return fmt.Errorf("e2e_pgqueue: %w", err)
+		}
+		f := rateFigure("e2e_pgqueue", "refunds/s", "worker alone", "value >= 1500 && ratio >= 0.8", ours, base)
+		f.note = fmt.Sprintf("backlog of %d refunds per sample, %d in flight, zero-latency provider simulator over HTTP", s.backlog, e2eConcurrency)
+		emit(f)
+		st := rateFigure("statements_per_refund_pgqueue", "statements", "worker alone", "value <= 4", stmts, baseStmts)
+		st.note = "every statement the worker, the queue and the relay sent while the backlog drained, per refund"
+		emit(st)
+		cm := rateFigure("commits_per_refund_pgqueue", "commits", "worker alone", "value <= 2.5", commits, baseCommits)
+		cm.note = "statements that wrote (each its own transaction), per refund; a group commit counts once"
+		emit(cm)
+	}
+
+	if s.wants("e2e_kafka") {
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(e2eConcurrency, transport.TopicRefundRequests),
+			kfake.SeedTopics(1, transport.TopicDeadLetters, transport.TopicSecuritySignals), kfake.GroupMinSessionTimeout(time.Second))
+		if err != nil {
+			return err
+		}
+		defer cluster.Close()
+		brokers := cluster.ListenAddrs()
+		pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers})
+		if err != nil {
+			return err
+		}
+		defer pub.Close()
+		relay, err := relayOn("bench-kafka", pub)
+		if err != nil {
+			return err
+		}
+		consumer, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: brokers, WorkerID: "bench-worker", GroupID: "bench", SetAside: sa,
+			HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 3 * time.Second, RebalanceTimeout: 5 * time.Second,
+			JoinGroupBackoff: 100 * time.Millisecond, MaxWait: 100 * time.Millisecond, Logger: quietLogger()})
+		if err != nil {
+			return err
+		}
+		defer consumer.Close()
+		// One consumer for the whole figure (joining a group takes a while);
+		// each sample's handle is swapped in.
+		var current atomic.Pointer[transport.HandleFunc]
+		stopConsumer := goRun(ctx, func(ctx context.Context) error {
+			return consumer.Consume(ctx, func(ctx context.Context, in transport.Inbound) transport.Disposition {
+				return (*current.Load())(ctx, in)
+			})
+		})
+		defer stopConsumer()
+		ours, base, err := interleave(ctx, s.rounds,
+			func(ctx context.Context) (float64, error) {
+				return w.sample(ctx, s.backlog, func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
+					current.Store(&handle)
+					return goRun(ctx, relay.Run), nil
+				})
+			},
+			func(ctx context.Context) (float64, error) { return w.alone(ctx, s.backlog) })
+		if err != nil {
+			return fmt.Errorf("e2e_kafka: %w", err)
+		}
+		f := rateFigure("e2e_kafka", "refunds/s", "worker alone", "value >= 1500 && ratio >= 0.8", ours, base)
+		f.note = fmt.Sprintf("kfake in process over loopback TCP, %d partitions, one consumer", e2eConcurrency)
+		emit(f)
+	}
+	return nil
+}
