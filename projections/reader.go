@@ -3,11 +3,14 @@ package projections
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"opledger/eventstore"
 )
 
-// logReader reads the log in batches and decodes them, one batch ahead:
+// logReader reads the log in batches and decodes them (on every processor,
+// see decodeParallel), one batch ahead:
 // when a read comes back full, the next one (after its last event) is read
 // and decoded in the background while the caller applies this one. At most
 // one read is in flight. Not safe for concurrent use; close it when done.
@@ -54,7 +57,31 @@ func (r *logReader) read(ctx context.Context, after eventstore.Position, text st
 	if err != nil {
 		return logBatch{err: fmt.Errorf("read log after %q: %w", text, err)}
 	}
-	return logBatch{events: events, decoded: decodeEvents(events)}
+	return logBatch{events: events, decoded: decodeParallel(events)}
+}
+
+// minDecodeChunk is the fewest events worth a goroutine of their own
+// (decoding one takes a few microseconds).
+const minDecodeChunk = 256
+
+// decodeParallel is decodeEvents over chunks of events on as many
+// goroutines as there are processors (at most one per minDecodeChunk
+// events): decoding is most of a catch-up's CPU, and the batch is
+// independent event by event.
+func decodeParallel(events []eventstore.RecordedEvent) []decodedEvent {
+	workers := min(runtime.GOMAXPROCS(0), len(events)/minDecodeChunk)
+	if workers <= 1 {
+		return decodeEvents(events)
+	}
+	out := make([]decodedEvent, len(events))
+	chunk := (len(events) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(events); lo += chunk {
+		hi := min(lo+chunk, len(events))
+		wg.Go(func() { copy(out[lo:hi], decodeEvents(events[lo:hi])) })
+	}
+	wg.Wait()
+	return out
 }
 
 // close waits for a read in flight (its context bounds it) and drops it.

@@ -1,3 +1,0 @@
-package main
-
-func verifySubcommand(args []string) int { return 2 }
