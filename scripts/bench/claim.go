@@ -151,7 +151,7 @@ func claimRate(ctx context.Context, h *ledger.Handler, pool *claimable, clients 
 // claimPoolSize is how many operations the claim figures may consume: a
 // generous bound on what the samples reach.
 func claimPoolSize(s *settings, clients int) int {
-	perSecond := 1500 * clients
+	perSecond := 1000 * min(clients, 8)
 	return min(int(float64(perSecond)*s.sample.Seconds())*s.rounds+1000, 200_000)
 }
 

@@ -99,7 +99,7 @@ func main() {
 	s.commands = []string{cmp.Or(*cmdline, strings.Join(os.Args, " "))}
 	s.sample, s.logSize, s.backlog = 3*time.Second, 1_000_000, 1000
 	if s.quick {
-		s.sample, s.logSize, s.backlog = time.Second, 100_000, 300
+		s.sample, s.logSize, s.backlog = time.Second, 50_000, 300
 	}
 	s.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"opledger/domain/clock"
+	"opledger/domain/ledger"
+)
+
+func init() {
+	groups = append(groups, group{
+		title: "HTTP",
+		names: []string{"http_claimed_c50", "http_claim_p50_c50", "http_claim_p99_c50"},
+		run:   runHTTP,
+	})
+}
+
+// httpClients is scripts/load.sh's client count.
+const httpClients = 50
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// serveSystem starts provider-sim and serve (the binaries bench.sh built)
+// on loopback against the bench database, as scripts/load.sh does, and
+// returns serve's base URL and a function stopping both.
+func serveSystem(ctx context.Context, s *settings) (string, func(), error) {
+	if s.binDir == "" {
+		return "", nil, errors.New("no --bin directory with the opledger and loadgen binaries (run scripts/bench.sh)")
+	}
+	bin := filepath.Join(s.binDir, "opledger")
+	env := append(os.Environ(), "DATABASE_URL="+s.url, "OPLEDGER_LOG_LEVEL=error")
+	if out, err := exec.CommandContext(ctx, bin, "migrate").CombinedOutput(); err != nil {
+		return "", nil, fmt.Errorf("opledger migrate: %w: %s", err, lastLines(string(out), 3))
+	}
+	tokens := filepath.Join(s.binDir, "tokens")
+	if err := os.WriteFile(tokens, []byte("agent bench-agent-token-0123456789 bench\nworker bench-worker-token-0123456789 bench\n"), 0o600); err != nil {
+		return "", nil, err
+	}
+	simAddr, err := freePort()
+	if err != nil {
+		return "", nil, err
+	}
+	apiAddr, err := freePort()
+	if err != nil {
+		return "", nil, err
+	}
+	var procs []*exec.Cmd
+	stop := func() {
+		for _, p := range procs { // only the processes started here, by their handles
+			_ = p.Process.Kill()
+			_ = p.Wait()
+		}
+	}
+	start := func(args ...string) error {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		var errs bytes.Buffer
+		cmd.Stderr = &errs
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		procs = append(procs, cmd)
+		return nil
+	}
+	if err := start("provider-sim", "--listen", simAddr); err != nil {
+		return "", nil, err
+	}
+	if err := start("serve", "--dev", "--rate-limit", "0", "--tokens", tokens, "--listen", apiAddr, "--provider-url", "http://"+simAddr); err != nil {
+		stop()
+		return "", nil, err
+	}
+	base := "http://" + apiAddr
+	for deadline := time.Now().Add(30 * time.Second); ; { // bounded wait for readiness
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, errors.New("serve did not become ready within 30s")
+		}
+		time.Sleep(100 * time.Millisecond) // polling readiness, bounded
+	}
+	return base, stop, nil
+}
+
+var (
+	claimedLine = regexp.MustCompile(`Claimed/s: ([0-9.]+)`)
+	latencyLine = regexp.MustCompile(`claim latency p50 (\S+) p90 (\S+) p99 (\S+)`)
+)
+
+type loadRun struct{ claimed, p50, p99 float64 }
+
+// loadgen runs scripts/loadgen against base for d.
+func loadgen(ctx context.Context, s *settings, base string, d time.Duration) (loadRun, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, "loadgen"), "--api", base, "--clients", strconv.Itoa(httpClients),
+		"--duration", d.String(), "--agent-token", "bench-agent-token-0123456789", "--worker-token", "bench-worker-token-0123456789")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return loadRun{}, fmt.Errorf("loadgen: %w: %s", err, lastLines(string(out), 3))
+	}
+	c := claimedLine.FindSubmatch(out)
+	l := latencyLine.FindSubmatch(out)
+	if c == nil || l == nil {
+		return loadRun{}, fmt.Errorf("loadgen printed no figures: %s", lastLines(string(out), 3))
+	}
+	var r loadRun
+	r.claimed, _ = strconv.ParseFloat(string(c[1]), 64)
+	p50, err1 := time.ParseDuration(string(l[1]))
+	p99, err2 := time.ParseDuration(string(l[3]))
+	if err := errors.Join(err1, err2); err != nil {
+		return loadRun{}, err
+	}
+	r.p50, r.p99 = float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000
+	return r, nil
+}
+
+// runHTTP: scripts/load.sh's run (50 HTTP clients, each create, decide,
+// claim, outcome, and a replayed presentation) against serve, beside the
+// in-process Claim at 50 goroutines.
+func runHTTP(ctx context.Context, s *settings, emit func(figure)) error {
+	base, stop, err := serveSystem(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	store, err := openStore(ctx, s, storeSchema, 20)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	pool, err := seedClaimable(ctx, s, store, "ZH", claimPoolSize(s, 8))
+	if err != nil {
+		return err
+	}
+	h, err := ledger.New(ledger.Config{Store: store, Clock: clock.NewManual(benchStart), Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	d := 2 * time.Second
+	if !s.quick {
+		d = 10 * time.Second
+	}
+	var runs []loadRun
+	ours, base2, err := interleave(ctx, s.rounds,
+		func(ctx context.Context) (float64, error) {
+			r, err := loadgen(ctx, s, base, d)
+			runs = append(runs, r)
+			return r.claimed, err
+		},
+		func(ctx context.Context) (float64, error) { return claimRate(ctx, h, pool, httpClients, s.sample) })
+	if err != nil {
+		return fmt.Errorf("http: %w", err)
+	}
+	f := rateFigure("http_claimed_c50", "Claimed/s", "in-process Claim c50", "value >= 1000", ours, base2)
+	f.note = fmt.Sprintf("scripts/loadgen, %d clients, %s per sample, against serve with provider-sim (every role running)", httpClients, d)
+	emit(f)
+	var p50, p99 []float64
+	for _, r := range runs {
+		p50, p99 = append(p50, r.p50), append(p99, r.p99)
+	}
+	emit(figure{Figure: "http_claim_p50_c50", Value: round(median(p50)), Unit: "ms", spread: spread(p50)})
+	emit(figure{Figure: "http_claim_p99_c50", Value: round(median(p99)), Unit: "ms", Goal: "value <= 50", spread: spread(p99)})
+	return nil
+}
