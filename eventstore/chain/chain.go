@@ -2,8 +2,9 @@
 // store: what an event's hash covers, how it links to its predecessor, and
 // the genesis value the first event of a stream links to. Every backend
 // computes the chain at append with these functions (the PostgreSQL
-// backend folds Link in SQL, with the same definition, tested against this
-// one), and the audit recomputes it from what a backend returns.
+// backend's statement checks that the stream's stored head is the hash the
+// links were computed from), and the audit recomputes it from what a
+// backend returns.
 //
 // An event's hash is
 //

@@ -272,6 +272,19 @@ func (w *e2eWorld) alone(ctx context.Context, n int) (float64, error) {
 	return float64(n) / time.Since(t0).Seconds(), nil
 }
 
+// logBytesPerRefund is the event log's size on disk (table, TOAST and
+// indexes) per refund, and its events per refund, over everything the
+// figure wrote (every refund approved and executed once).
+func (w *e2eWorld) logBytesPerRefund(ctx context.Context) (float64, float64, error) {
+	var bytes, events float64
+	err := w.tpool.QueryRow(ctx, `SELECT pg_total_relation_size('bench_e2e_store.events'), (SELECT count(*) FROM bench_e2e_store.events)`).Scan(&bytes, &events)
+	if err != nil {
+		return 0, 0, err
+	}
+	refunds := float64(w.seq.Load())
+	return bytes / refunds, events / refunds, nil
+}
+
 // goRun runs f until stop is called.
 func goRun(ctx context.Context, f func(ctx context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -351,6 +364,10 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 		cm := rateFigure("commits_per_refund_pgqueue", "commits", "worker alone", "value <= 2.5", commits, baseCommits)
 		cm.note = "statements that wrote (each its own transaction), per refund; a group commit counts once"
 		emit(cm)
+		if bytes, events, err := w.logBytesPerRefund(ctx); err == nil {
+			emit(figure{Figure: "log_bytes_per_refund", Value: round(bytes), Unit: "bytes",
+				note: fmt.Sprintf("the events table with its indexes, per refund approved and executed (%.1f events each)", events)})
+		}
 	}
 
 	if s.wants("e2e_kafka") {
