@@ -119,7 +119,7 @@ func (c *stateCache) forget(stream string) {
 // stateSize estimates what a state costs in memory: its strings and the
 // fixed size of each record it holds, plus the map and list overhead.
 func stateSize(o *domain.Operation) int64 {
-	n := int64(400 + len(o.ID) + len(o.OrderID) + len(o.Currency) + len(o.CorrelationID) + len(o.RequestKey) + len(o.RequestHash))
+	n := int64(400 + len(o.ID) + len(o.ExportID) + len(o.OrderID) + len(o.Currency) + len(o.CorrelationID) + len(o.RequestKey) + len(o.RequestHash))
 	for _, d := range o.Decisions {
 		n += 160 + int64(len(d.ID)+len(d.IdempotencyKey)+len(d.KeyPolicy)+len(d.Verdict))
 	}
