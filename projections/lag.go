@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"opledger/domain/codec"
 	"opledger/eventstore"
 )
 
@@ -23,8 +24,12 @@ type Lag struct {
 	// says there are more than that.
 	Events int64
 	Capped bool
-	// Behind is now minus the store's RecordedAt of the oldest event not
-	// yet applied; 0 when caught up (never negative, whatever the clocks).
+	// Behind is now minus the time the ledger recorded the oldest event
+	// not yet applied (its metadata's recorded_at: the ledger's clock, the
+	// clock Now should come from), or the store's RecordedAt for an event
+	// without one; 0 when caught up (never negative, whatever the clocks).
+	// Both ends read one clock: a ledger whose clock was moved (serve
+	// --test-clock) is not reported behind by the distance it moved.
 	Behind time.Duration
 }
 
@@ -32,7 +37,7 @@ type Lag struct {
 type LagOptions struct {
 	Schema string    // default DefaultSchema
 	Name   string    // default DefaultName
-	Now    time.Time // default time.Now()
+	Now    time.Time // default time.Now(); the ledger's clock (see Lag.Behind)
 	// MaxEvents bounds the count (default DefaultLagMaxEvents): counting
 	// reads events through the port, so it costs what reading them costs.
 	MaxEvents int
@@ -77,7 +82,7 @@ func MeasureLag(ctx context.Context, db Querier, store eventstore.Store, opts La
 			return Lag{}, fmt.Errorf("lag: read log after %q: %w", cp.Text, err)
 		}
 		if len(page) > 0 && lag.Events == 0 {
-			lag.Behind = max(0, opts.Now.Sub(page[0].RecordedAt))
+			lag.Behind = max(0, opts.Now.Sub(ledgerTime(page[0])))
 		}
 		lag.Events += int64(len(page))
 		if len(page) < want {
@@ -91,4 +96,13 @@ func MeasureLag(ctx context.Context, db Querier, store eventstore.Store, opts La
 // configured clock and the default bound.
 func (p *Projector) Lag(ctx context.Context) (Lag, error) {
 	return MeasureLag(ctx, p.cfg.Pool, p.cfg.Store, LagOptions{Schema: p.cfg.Schema, Name: p.cfg.Name, Now: p.cfg.Clock.Now()})
+}
+
+// ledgerTime is when the ledger recorded e, by its own clock (metadata
+// recorded_at), else when the store did.
+func ledgerTime(e eventstore.RecordedEvent) time.Time {
+	if m, err := codec.DecodeMetadata(e.Metadata); err == nil && !m.RecordedAt.IsZero() {
+		return m.RecordedAt
+	}
+	return e.RecordedAt
 }

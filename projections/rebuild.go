@@ -101,6 +101,11 @@ type RebuildResult struct {
 	// Skipped counts the events the rebuild could not decode or fold and
 	// skipped (listed in the schema's skipped_events).
 	Skipped int
+	// Read counts the events the rebuild read up to where it stopped;
+	// Folded those it folded into the schema. With AsOf, the events read
+	// but recorded after it are left out: Read - Folded - Skipped of them.
+	// (A swap's catch-up is counted too.)
+	Read, Folded int
 }
 
 // Rebuild folds the log from its start into a fresh schema (opts.Schema,
@@ -160,13 +165,13 @@ func Rebuild(ctx context.Context, db DB, store eventstore.Store, opts RebuildOpt
 		return RebuildResult{}, fmt.Errorf("%s: %w", op, err)
 	}
 	if !opts.Swap {
-		return RebuildResult{Schema: opts.Schema, Checkpoint: cp, Skipped: r.skipped}, nil
+		return RebuildResult{Schema: opts.Schema, Checkpoint: cp, Skipped: r.skipped, Read: r.read, Folded: r.folded}, nil
 	}
 	cp, err = r.swap(ctx, db, cp)
 	if err != nil {
 		return RebuildResult{}, fmt.Errorf("%s: swap into %s: %w", op, opts.Live, err)
 	}
-	return RebuildResult{Schema: opts.Live, Checkpoint: cp, Swapped: true, Skipped: r.skipped}, nil
+	return RebuildResult{Schema: opts.Live, Checkpoint: cp, Swapped: true, Skipped: r.skipped, Read: r.read, Folded: r.folded}, nil
 }
 
 type rebuilder struct {
@@ -174,6 +179,8 @@ type rebuilder struct {
 	applier *applier
 	store   eventstore.Store
 	skipped int // events skipped so far (see applySkipping)
+	read    int // events read up to the stop
+	folded  int // events folded (read, kept by AsOf, not skipped)
 }
 
 // foldUntil folds batches after cp, each in a transaction begun on db, until
@@ -206,6 +213,7 @@ func (r *rebuilder) foldUntil(ctx context.Context, db Beginner, cp Checkpoint, s
 			return cp, nil
 		}
 		through := events[len(events)-1].Position
+		r.read += len(events)
 		if !r.opts.AsOf.IsZero() {
 			kept := make([]decodedEvent, 0, len(decoded))
 			for _, d := range decoded {
@@ -216,10 +224,12 @@ func (r *rebuilder) foldUntil(ctx context.Context, db Beginner, cp Checkpoint, s
 			decoded = kept
 		}
 		var err error
+		skippedBefore := r.skipped
 		cp, err = r.applySkipping(ctx, db, cp, decoded, through)
 		if err != nil {
 			return cp, err
 		}
+		r.folded += len(decoded) - (r.skipped - skippedBefore)
 		if short {
 			return cp, nil
 		}

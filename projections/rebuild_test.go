@@ -76,10 +76,18 @@ func TestRebuildAsOfPastPoint(t *testing.T) {
 	require.Equal(t, point, res.Checkpoint.Text)
 	e.requireSameRows(then, toPosition)
 
+	require.Equal(t, len(events), res.Folded)
+	require.Equal(t, len(events), res.Read, "read up to the position, not beyond")
+
 	_, asOfSchema := pgtest.Schema(t)
-	_, err = projections.Rebuild(t.Context(), e.pool, e.store, projections.RebuildOptions{Live: e.schema, Schema: asOfSchema, AsOf: asOf})
+	res, err = projections.Rebuild(t.Context(), e.pool, e.store, projections.RebuildOptions{Live: e.schema, Schema: asOfSchema, AsOf: asOf})
 	require.NoError(t, err)
 	require.Equal(t, int64(len(events)), e.checkpoint(asOfSchema).EventsApplied, "only events recorded by %s", asOf)
+	all, err := e.store.ReadAll(t.Context(), nil, 1000)
+	require.NoError(t, err)
+	require.Equal(t, len(events), res.Folded, "what it folded, as it says")
+	require.Equal(t, len(all), res.Read, "the whole log read: the later events left out")
+	require.Greater(t, res.Read, res.Folded)
 	for _, table := range tables {
 		require.Equal(t, e.count(then, `SELECT count(*) FROM %s.`+table), e.count(asOfSchema, `SELECT count(*) FROM %s.`+table), table)
 	}
