@@ -1,14 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"opledger/adapters/provider"
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
 	"opledger/domain/audit"
 	"opledger/eventstore"
@@ -59,23 +60,19 @@ all holds, 1 with a report when not. See docs/audit.md.`)
 }
 
 func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("audit replay", "<operation-id> [--format table|json|mermaid] [--wide] [--width N]", stderr)
-	db := dbFlags(fs)
-	format := fs.String("format", "table", "table (fits --width columns), json, or mermaid (the sequence diagram the console draws)")
-	asJSON := fs.Bool("json", false, "the same as --format json")
-	wide := fs.Bool("wide", false, "with --format table: every field on one line, however wide")
-	width := fs.Int("width", audit.DefaultTableWidth, "with --format table: the columns to fit")
-	// The operation id may come before or after the flags.
-	var opArg string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		opArg, args = args[0], args[1:]
-	}
-	if code, ok := parse(fs, args); !ok {
+	f := newFlags("audit replay", "<operation-id> [--format table|json|mermaid] [--wide] [--width N] [flags]", stderr)
+	f.Bind(storeSettings...)
+	format := f.Local().String("format", "table", "table (fits --width columns), json, or mermaid (the sequence diagram the console draws)")
+	asJSON := f.Local().Bool("json", false, "the same as --format json")
+	wide := f.Local().Bool("wide", false, "with --format table: every field on one line, however wide")
+	width := f.Local().Int("width", audit.DefaultTableWidth, "with --format table: the columns to fit")
+	if code, ok := f.Parse(args); !ok { // the operation id may come before or after the flags
 		return code
 	}
-	if opArg == "" && fs.NArg() > 0 {
-		opArg = fs.Arg(0)
+	if len(f.Args()) > 1 {
+		return fail(stderr, "audit replay", fmt.Errorf("one operation id, not %q", f.Args()))
 	}
+	opArg := f.Arg(0)
 	if *asJSON {
 		*format = "json"
 	}
@@ -91,7 +88,7 @@ func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return fail(stderr, "audit replay", err)
 	}
-	store, closeStore, err := openEventStore(ctx, db)
+	store, closeStore, err := openEventStore(ctx, dbFrom(f))
 	if err != nil {
 		return fail(stderr, "audit replay", err)
 	}
@@ -117,18 +114,22 @@ func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("audit verify", "[--json] [--from P] [--to P] [--allow-unhashed] [--digest FILE [--previous FILE] --public-key FILE]", stderr)
-	db := dbFlags(fs)
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	from := fs.String("from", "", "check events strictly after this global position (as printed in reports)")
-	to := fs.String("to", "", "check events up to and including this global position")
-	digestFile := fs.String("digest", "", "a signed digest the log must match: its events unchanged, none removed, inserted or reordered")
-	previousFile := fs.String("previous", "", "an earlier digest the --digest one must extend (a consistency proof)")
-	pub := fs.String(digestPublicFlag, env(digestPublicEnv, ""), "the digest key's public key, to check the digests' signatures ["+digestPublicEnv+"]")
-	allowUnhashed := fs.Bool("allow-unhashed", false, "report events stored before hashing began as information, not violations")
-	if code, ok := parse(fs, args); !ok {
+	f := newFlags("audit verify", "[--json] [--from P] [--to P] [--allow-unhashed] [--digest FILE [--previous FILE] --public-key FILE] [flags]", stderr)
+	f.Bind(storeSettings...)
+	f.Bind(settings.DigestPublicKey)
+	asJSON := f.Local().Bool("json", false, "print the report as JSON")
+	from := f.Local().String("from", "", "check events strictly after this global position (as printed in reports)")
+	to := f.Local().String("to", "", "check events up to and including this global position")
+	digestFile := f.Local().String("digest", "", "a signed digest the log must match: its events unchanged, none removed, inserted or reordered")
+	previousFile := f.Local().String("previous", "", "an earlier digest the --digest one must extend (a consistency proof)")
+	allowUnhashed := f.Local().Bool("allow-unhashed", false, "report events stored before hashing began as information, not violations")
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
+	if len(f.Args()) > 0 {
+		return fail(stderr, "audit verify", fmt.Errorf("unexpected arguments %q", f.Args()))
+	}
+	pub := f.Text(settings.DigestPublicKey)
 	var opts audit.VerifyOptions
 	opts.AllowUnhashed = *allowUnhashed
 	if *previousFile != "" && *digestFile == "" {
@@ -136,7 +137,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if *digestFile != "" {
 		var err error
-		if opts.DigestKey, err = loadDigestVerifier(*pub); err != nil {
+		if opts.DigestKey, err = loadDigestVerifier(pub); err != nil {
 			return fail(stderr, "audit verify", err)
 		}
 		if opts.Digest, err = readDigest(*digestFile, "--digest"); err != nil {
@@ -148,7 +149,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			}
 		}
 	}
-	store, closeStore, err := openEventStore(ctx, db)
+	store, closeStore, err := openEventStore(ctx, dbFrom(f))
 	if err != nil {
 		return fail(stderr, "audit verify", err)
 	}
@@ -180,28 +181,28 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func auditProviderDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("audit provider-diff", "[--provider NAME] --provider-ledger FILE [--json]", stderr)
-	db := dbFlags(fs)
-	name := fs.String("provider", env("PROVIDER_PROFILE", defaultProfile.Name),
-		"whose export it is, which decides its format: a profile ("+strings.Join(provider.BuiltinProfileNames(), ", ")+") or an api ("+strings.Join(provider.APIs, ", ")+") [PROVIDER_PROFILE]")
-	file := fs.String("provider-ledger", "", "the provider's export (the simulator's GET /_sim/ledger/export): JSON lines for stripe, a CSV settlement report for meridian")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if code, ok := parse(fs, args); !ok {
+	f := newFlags("audit provider-diff", "[--provider NAME] --provider-ledger FILE [--json] [flags]", stderr)
+	f.Bind(storeSettings...)
+	f.Bind(settings.ProviderProfile) // --provider here: whose export it is (a profile, or an api: stripe, meridian), which decides its format
+	file := f.Local().String("provider-ledger", "", "the provider's export (the simulator's GET /_sim/ledger/export): JSON lines for stripe, a CSV settlement report for meridian")
+	asJSON := f.Local().Bool("json", false, "print the report as JSON")
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
+	name := cmp.Or(f.Text(settings.ProviderProfile), defaultProfile.Name)
 	if *file == "" {
 		return fail(stderr, "audit provider-diff", fmt.Errorf("--provider-ledger FILE is required"))
 	}
-	f, err := os.Open(*file)
+	fh, err := os.Open(*file)
 	if err != nil {
 		return fail(stderr, "audit provider-diff", err)
 	}
-	defer f.Close()
-	export, err := provider.ExportReader(*name, f)
+	defer fh.Close()
+	export, err := provider.ExportReader(name, fh)
 	if err != nil {
-		return fail(stderr, "audit provider-diff", fmt.Errorf("--provider: %w", err))
+		return fail(stderr, "audit provider-diff", fmt.Errorf("%s: %w", f.Name(settings.ProviderProfile), err))
 	}
-	store, closeStore, err := openEventStore(ctx, db)
+	store, closeStore, err := openEventStore(ctx, dbFrom(f))
 	if err != nil {
 		return fail(stderr, "audit provider-diff", err)
 	}

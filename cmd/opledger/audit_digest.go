@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
 	"opledger/domain/audit"
 )
@@ -19,9 +20,9 @@ func auditDigestKey(_ context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "usage: opledger audit digest-key new --out FILE")
 		return 2
 	}
-	fs := flags("audit digest-key new", "--out FILE", stderr)
-	out := fs.String("out", "", "where to write the private key (base64 Ed25519 seed, mode 0600); the public key goes to FILE.pub")
-	if code, ok := parse(fs, args[1:]); !ok {
+	f := newFlags("audit digest-key new", "--out FILE", stderr)
+	out := f.Local().String("out", "", "where to write the private key (base64 Ed25519 seed, mode 0600); the public key goes to FILE.pub")
+	if code, ok := f.Parse(args[1:]); !ok {
 		return code
 	}
 	if *out == "" {
@@ -38,19 +39,19 @@ func auditDigestKey(_ context.Context, args []string, stdout, stderr io.Writer) 
 
 // auditDigest is "audit digest": one signed digest of the log as it is.
 func auditDigest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("audit digest", "--digest-key FILE [--to P] [--out FILE]", stderr)
-	db := dbFlags(fs)
-	key := fs.String(digestKeyFlag, env(digestKeyEnv, ""), "file holding the base64 Ed25519 seed that signs digests (not the capability key) ["+digestKeyEnv+"]")
-	to := fs.String("to", "", "cover the log up to and including this global position (default: its end now)")
-	out := fs.String("out", "", "write the digest to FILE instead of stdout")
-	if code, ok := parse(fs, args); !ok {
+	f := newFlags("audit digest", "--digest-key FILE [--to P] [--out FILE] [flags]", stderr)
+	f.Bind(storeSettings...)
+	f.Bind(settings.DigestKey)
+	to := f.Local().String("to", "", "cover the log up to and including this global position (default: its end now)")
+	out := f.Local().String("out", "", "write the digest to FILE instead of stdout")
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
-	signer, err := loadDigestSigner(*key)
+	signer, err := loadDigestSigner(f.Text(settings.DigestKey))
 	if err != nil {
 		return fail(stderr, "audit digest", err)
 	}
-	store, closeStore, err := openEventStore(ctx, db)
+	store, closeStore, err := openEventStore(ctx, dbFrom(f))
 	if err != nil {
 		return fail(stderr, "audit digest", err)
 	}
@@ -102,21 +103,14 @@ func writeDigestTo(d *audit.Digest, path string, stdout io.Writer) error {
 
 // auditProve is "audit prove <operation-id> --digest FILE".
 func auditProve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("audit prove", "<operation-id> --digest FILE [--out FILE]", stderr)
-	db := dbFlags(fs)
-	digestFile := fs.String("digest", "", "the digest to prove against")
-	out := fs.String("out", "", "write the proof to FILE instead of stdout")
-	var opArg string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		opArg, args = args[0], args[1:]
-	}
-	if code, ok := parse(fs, args); !ok {
+	f := newFlags("audit prove", "<operation-id> --digest FILE [--out FILE] [flags]", stderr)
+	f.Bind(storeSettings...)
+	digestFile := f.Local().String("digest", "", "the digest to prove against")
+	out := f.Local().String("out", "", "write the proof to FILE instead of stdout")
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
-	if opArg == "" && fs.NArg() > 0 {
-		opArg = fs.Arg(0)
-	}
-	op, err := domain.ParseOperationID(opArg)
+	op, err := domain.ParseOperationID(f.Arg(0))
 	if err != nil {
 		return fail(stderr, "audit prove", err)
 	}
@@ -124,7 +118,7 @@ func auditProve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail(stderr, "audit prove", err)
 	}
-	store, closeStore, err := openEventStore(ctx, db)
+	store, closeStore, err := openEventStore(ctx, dbFrom(f))
 	if err != nil {
 		return fail(stderr, "audit prove", err)
 	}
@@ -151,24 +145,18 @@ func auditProve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // auditCheckProof is "audit check-proof FILE --digest FILE --public-key
 // FILE": offline, it opens no database.
 func auditCheckProof(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("audit check-proof", "PROOF --digest FILE --public-key FILE [--json]", stderr)
-	digestFile := fs.String("digest", "", "the digest the proof is against")
-	pub := fs.String(digestPublicFlag, env(digestPublicEnv, ""), "the digest key's public key (the .pub file) ["+digestPublicEnv+"]")
-	asJSON := fs.Bool("json", false, "print the verdict as JSON")
-	var proofArg string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		proofArg, args = args[0], args[1:]
-	}
-	if code, ok := parse(fs, args); !ok {
+	f := newFlags("audit check-proof", "PROOF --digest FILE --public-key FILE [--json]", stderr)
+	f.Bind(settings.DigestPublicKey)
+	digestFile := f.Local().String("digest", "", "the digest the proof is against")
+	asJSON := f.Local().Bool("json", false, "print the verdict as JSON")
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
-	if proofArg == "" && fs.NArg() > 0 {
-		proofArg = fs.Arg(0)
-	}
+	proofArg, pub := f.Arg(0), f.Text(settings.DigestPublicKey)
 	if proofArg == "" {
 		return fail(stderr, "audit check-proof", errors.New("the proof file is required: opledger audit check-proof PROOF --digest FILE --public-key FILE"))
 	}
-	v, err := loadDigestVerifier(*pub)
+	v, err := loadDigestVerifier(pub)
 	if err != nil {
 		return fail(stderr, "audit check-proof", err)
 	}
@@ -176,12 +164,12 @@ func auditCheckProof(_ context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fail(stderr, "audit check-proof", err)
 	}
-	f, err := os.Open(proofArg)
+	fh, err := os.Open(proofArg)
 	if err != nil {
 		return fail(stderr, "audit check-proof", err)
 	}
-	defer f.Close()
-	p, err := audit.ParseProof(f)
+	defer fh.Close()
+	p, err := audit.ParseProof(fh)
 	if err != nil {
 		return fail(stderr, "audit check-proof", fmt.Errorf("%s: %w", proofArg, err))
 	}

@@ -8,20 +8,24 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/adapters/harness"
-	"opledger/adapters/kafka"
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/audit"
 	"opledger/domain/recovery"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"
 	"opledger/eventstore/postgres"
+	"opledger/projections"
 )
 
 func init() {
@@ -29,64 +33,117 @@ func init() {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("demo", "[--database-url URL] [--memory] [--keep] [--kafka]", stderr)
-	db := dbFlags(fs)
-	inMemory := fs.Bool("memory", false, "use the in-memory event store even when PostgreSQL is available")
-	keep := fs.Bool("keep", false, "keep the demo's schemas for inspection (default: drop them at the end)")
-	useKafka := fs.Bool("kafka", false, "carry the messages over Kafka at KAFKA_BROKERS instead of the Postgres-only transport")
-	brokerList := fs.String("kafka-brokers", env("KAFKA_BROKERS", ""), "Kafka brokers for --kafka [KAFKA_BROKERS]")
-	if code, ok := parse(fs, args); !ok {
+	f := newFlags("demo", "[--memory] [--keep] [--kafka] [flags]", stderr)
+	f.Bind(settings.DatabaseURL, settings.Store, settings.KafkaBrokers)
+	inMemory := f.Local().Bool("memory", false, "use the in-memory event store even when PostgreSQL is available")
+	keep := f.Local().Bool("keep", false, "keep the demo's schemas for inspection and print the commands that read them (default: drop them at the end)")
+	useKafka := f.Local().Bool("kafka", false, "carry the messages over Kafka at KAFKA_BROKERS instead of the Postgres-only transport")
+	f.Note("PostgreSQL: a DATABASE_URL (or --database-url) that is given is used or the demo fails, naming it. Only when none is\n" +
+		"given does it try " + postgres.RedactURL(settings.DefaultDatabaseURL) + ", then a private cluster from the system's\n" +
+		"PostgreSQL binaries, then the in-memory store, saying what it tried. SIGINT, SIGTERM and a closed stdout\n" +
+		"(| head) stop it and drop its schemas.")
+	if code, ok := f.Parse(args); !ok {
 		return code
+	}
+	if len(f.Args()) > 0 {
+		return fail(stderr, "demo", fmt.Errorf("unexpected arguments %q", f.Args()))
+	}
+	if store := f.Text(settings.Store); store != "postgres" {
+		return fail(stderr, "demo", f.Invalid(settings.Store, "the demo runs on the PostgreSQL store (or --memory) only: its closing "+
+			"forgery edits the stored log with SQL; run the ledger on KurrentDB with 'opledger serve --store kurrent'"))
 	}
 	var brokers []string
 	if *useKafka {
 		if *inMemory {
 			return fail(stderr, "demo", errors.New("--kafka and --memory do not go together: the transport needs PostgreSQL for its checkpoints"))
 		}
-		b, err := kafka.ParseBrokers(*brokerList)
-		if err != nil || len(b) == 0 {
-			return fail(stderr, "demo", fmt.Errorf("--kafka needs KAFKA_BROKERS or --kafka-brokers (host:port,...): %q", *brokerList))
+		b, err := kafkaBrokers(f)
+		if err == nil && b == nil {
+			err = fmt.Errorf("--kafka needs KAFKA_BROKERS or --kafka-brokers (host:port,...)")
+		}
+		if err == nil {
+			err = reachKafka(ctx, b)
+		}
+		if err != nil {
+			return fail(stderr, "demo", err)
 		}
 		brokers = b
+	} else if f.Given(settings.KafkaBrokers) && f.Source(settings.KafkaBrokers) == settings.FromFlag {
+		return fail(stderr, "demo", errors.New("--kafka-brokers without --kafka: say --kafka to carry the messages over Kafka"))
 	}
-	log := newQuietLogger(stderr)
-	env, err := openDemoEnv(ctx, db, *inMemory, *keep, brokers, stdout, log)
-	if err != nil {
+
+	// A closed stdout (demo | head) makes writes fail instead of killing the
+	// process, so that the demo stops and drops its schemas.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out := &demoOutput{w: stdout, cancel: cancel}
+
+	code, err := demo(ctx, f, demoOptions{inMemory: *inMemory, keep: *keep, brokers: brokers}, out, newQuietLogger(stderr))
+	switch {
+	case errors.Is(context.Cause(ctx), errStdoutClosed):
+		fmt.Fprintln(stderr, "opledger demo: stdout was closed; stopped, and dropped what it made")
+		return 141 // as a death by SIGPIPE would say
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "opledger demo: interrupted; stopped, and dropped what it made")
+		return 130
+	case err != nil:
 		return fail(stderr, "demo", err)
+	}
+	return code
+}
+
+// demoOptions are the demo's own flags.
+type demoOptions struct {
+	inMemory, keep bool
+	brokers        []string
+}
+
+// demo plays the story in the environment it opens and closes it (dropping
+// its schemas unless kept) before it returns.
+func demo(ctx context.Context, f *settings.Flags, o demoOptions, stdout io.Writer, log *slog.Logger) (int, error) {
+	env, err := openDemoEnv(ctx, f, o, stdout, log)
+	if err != nil {
+		return 1, err
 	}
 	defer env.close()
 
 	w, err := harness.New(harness.Options{Store: env.store, ClientAttempts: 1, Logger: log, Index: env.index(), SetAside: env.setAside()})
 	if err != nil {
-		return fail(stderr, "demo", err)
+		return 1, err
 	}
 	defer w.Close()
 	fmt.Fprintln(stdout, "== the story, as it happens")
 	sum, err := harness.RunStory(ctx, w, stdout, env.courier())
 	if err != nil {
-		return fail(stderr, "demo", err)
+		return 1, err
 	}
 	fmt.Fprintln(stdout, "\n== the second kind: three downloads of a generated export (authority of bounded use)")
 	exports, err := harness.RunExportStory(ctx, w, stdout)
 	if err != nil {
-		return fail(stderr, "demo", err)
+		return 1, err
+	}
+	if err := env.catchUp(ctx, stdout); err != nil {
+		return 1, err
 	}
 
 	fmt.Fprintln(stdout, "\n== audit replay "+string(harness.StoryOperation)+" (straight from its stream)")
 	rows, err := audit.Replay(ctx, env.store, harness.StoryOperation)
 	if err != nil {
-		return fail(stderr, "demo", err)
+		return 1, err
 	}
 	if err := audit.WriteTimelineTable(stdout, harness.StoryOperation, rows, audit.DefaultTableWidth); err != nil {
-		return fail(stderr, "demo", err)
+		return 1, err
 	}
 	fmt.Fprintln(stdout, "\n== audit verify (every invariant over the whole log)")
 	report, err := audit.Verify(ctx, env.store, audit.VerifyOptions{})
 	if err != nil {
-		return fail(stderr, "demo", err)
+		return 1, err
 	}
 	if err := report.WriteText(stdout); err != nil {
-		return fail(stderr, "demo", err)
+		return 1, err
 	}
 	result := demoResult{Summary: sum, Invariants: "ok", Store: env.kind, ExportSummary: exports}
 	if !report.OK() {
@@ -95,16 +152,61 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		result.Invariants = b.String()
 	}
 	if result.ForgeryCaught, err = demoForgery(ctx, env, stdout); err != nil {
-		return fail(stderr, "demo", err)
+		return 1, err
 	}
+	env.printKept(stdout)
 	fmt.Fprintln(stdout)
 	line, _ := json.Marshal(result)
 	fmt.Fprintln(stdout, string(line))
-	if sum.RefundsCreated != 1 || exports.ExportsDelivered != exports.ExportUses || !report.OK() || !result.ForgeryCaught {
-		return 1
+	if err := ctx.Err(); err != nil {
+		return 1, err
 	}
-	return 0
+	if sum.RefundsCreated != 1 || exports.ExportsDelivered != exports.ExportUses || !report.OK() || !result.ForgeryCaught {
+		return 1, nil
+	}
+	return 0, nil
 }
+
+// errStdoutClosed is the demo's cause of cancellation when its stdout
+// is closed.
+var errStdoutClosed = errors.New("stdout closed")
+
+// demoOutput is the demo's stdout: its first failed write (the reader went
+// away: EPIPE) stops the demo, and the writes after it are dropped.
+type demoOutput struct {
+	w      io.Writer
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	failed bool
+}
+
+func (o *demoOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failed {
+		return len(p), nil
+	}
+	if _, err := o.w.Write(p); err != nil {
+		o.failed = true
+		o.cancel(errStdoutClosed)
+	}
+	return len(p), nil
+}
+
+// reachKafka fails, naming the brokers, unless one accepts a connection
+// within kafkaDialTimeout: the demo would otherwise wait a minute for a
+// message that cannot come.
+func reachKafka(ctx context.Context, brokers []string) error {
+	ctx, cancel := context.WithTimeout(ctx, kafkaDialTimeout)
+	defer cancel()
+	if err := newBrokerProbe(brokers).probe(ctx); err != nil {
+		return fmt.Errorf("--kafka: %w", err)
+	}
+	return nil
+}
+
+// kafkaDialTimeout bounds the demo's check that Kafka answers.
+const kafkaDialTimeout = 3 * time.Second
 
 // demoSeq tells apart demos started by one process in one second.
 var demoSeq atomic.Int64
@@ -129,10 +231,12 @@ type demoEnv struct {
 	store   eventstore.Store
 	stack   *harness.Stack
 	closers []func()
-	// pool and storeSchema are the PostgreSQL store's, for the closing
-	// forgery (nil in memory).
-	pool        *pgxpool.Pool
-	storeSchema string
+	// pool and the schemas are PostgreSQL's (nil and empty in memory).
+	pool                *pgxpool.Pool
+	storeSchema, rm, tr string
+	kept                bool   // the schemas stay after the demo
+	urlFlag             string // how the follow-up commands name the database ("" : their environment does)
+	psqlURL             string // the database for psql (password redacted)
 }
 
 // index is where the sweeper and reconciler find candidates: the read
@@ -166,27 +270,48 @@ func (e *demoEnv) close() {
 	}
 }
 
-// openDemoEnv tries DATABASE_URL (or the default local server), then a
-// private cluster from the system's PostgreSQL binaries, then memory; it
-// says what it tried.
-func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, brokers []string, stdout io.Writer, log *slog.Logger) (*demoEnv, error) {
-	if inMemory {
+// openDemoEnv opens PostgreSQL: the given DATABASE_URL (or --database-url)
+// or fails naming it; when none is given, the default local server, then a
+// private cluster from the system's PostgreSQL binaries, then memory,
+// saying what it tried.
+func openDemoEnv(ctx context.Context, f *settings.Flags, o demoOptions, stdout io.Writer, log *slog.Logger) (*demoEnv, error) {
+	if o.inMemory {
 		fmt.Fprintln(stdout, "opledger demo: in-memory event store (asked for); projections and the transport are skipped")
 		return &demoEnv{kind: "memory", store: memory.New(nil)}, nil
 	}
-	var tried []string
+	db := dbFrom(f)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	pool, err := db.pool(pctx)
 	cancel()
+	if f.Given(settings.DatabaseURL) { // asked for: used, or an error; never a fallback
+		if err != nil {
+			return nil, fmt.Errorf("%w (the demo uses a given database or none: unset DATABASE_URL to let it find or start one, or run --memory)", err)
+		}
+		env, err := postgresDemoEnv(ctx, pool, postgres.RedactURL(db.url), o.keep, o.brokers, stdout, log)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("PostgreSQL at %s: %w", db.where(), err)
+		}
+		if f.Source(settings.DatabaseURL) == settings.FromFlag {
+			env.urlFlag = " --database-url '" + postgres.RedactURL(db.url) + "'"
+		}
+		env.psqlURL = postgres.RedactURL(db.url)
+		return env, nil
+	}
+	var tried []string
 	if err == nil {
-		env, err := postgresDemoEnv(ctx, pool, postgres.RedactURL(db.url), keep, brokers, stdout, log)
+		env, err := postgresDemoEnv(ctx, pool, postgres.RedactURL(db.url), o.keep, o.brokers, stdout, log)
 		if err == nil {
+			env.psqlURL = postgres.RedactURL(db.url)
 			return env, nil
 		}
 		pool.Close()
 		tried = append(tried, fmt.Sprintf("%s: %v", postgres.RedactURL(db.url), err))
 	} else {
-		tried = append(tried, fmt.Sprintf("%s: %v", postgres.RedactURL(db.url), err))
+		tried = append(tried, err.Error())
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
 	cluster, err := startPrivateCluster(ctx)
 	if err == nil {
@@ -197,7 +322,11 @@ func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, brokers
 		}
 		cancel()
 		if err == nil {
-			env, err := postgresDemoEnv(ctx, pool, "a private cluster in "+cluster.dir+" (removed at the end)", true, brokers, stdout, log)
+			where := "a private cluster in " + cluster.dir + " (removed at the end)"
+			if o.keep {
+				fmt.Fprintln(stdout, "opledger demo: --keep: nothing can be kept on the private cluster, which is removed at the end")
+			}
+			env, err := postgresDemoEnv(ctx, pool, where, false, o.brokers, stdout, log)
 			if err == nil {
 				env.closers = append([]func(){cluster.stop}, env.closers...)
 				return env, nil
@@ -208,6 +337,9 @@ func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, brokers
 		}
 		cluster.stop()
 	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	tried = append(tried, fmt.Sprintf("a private cluster from the system's PostgreSQL binaries: %v", err))
 	fmt.Fprintf(stdout, "opledger demo: no PostgreSQL could be used; tried:\n  - %s\nRunning the same story on the in-memory event store: projections and the transport are skipped.\n",
 		strings.Join(tried, "\n  - "))
@@ -217,27 +349,30 @@ func openDemoEnv(ctx context.Context, db *dbConfig, inMemory, keep bool, brokers
 func postgresDemoEnv(ctx context.Context, pool *pgxpool.Pool, where string, keep bool, brokers []string, stdout io.Writer, log *slog.Logger) (*demoEnv, error) {
 	base := fmt.Sprintf("opledger_demo_%d_%d_%d", time.Now().Unix(), os.Getpid(), demoSeq.Add(1))
 	es, rm, tr := base+"_store", base, base+"_transport"
-	if _, err := postgres.Migrate(ctx, pool, es); err != nil {
-		return nil, err
-	}
-	store, err := postgres.New(pool, es)
-	if err != nil {
-		return nil, err
-	}
-	env := &demoEnv{kind: "postgres", store: store, closers: []func(){pool.Close}, pool: pool, storeSchema: es}
-	if !keep {
+	env := &demoEnv{kind: "postgres", closers: []func(){pool.Close}, pool: pool, storeSchema: es, rm: rm, tr: tr, kept: keep}
+	if !keep { // registered first: whatever fails below, nothing is left behind
 		env.closers = append(env.closers, func() {
 			_, _ = pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE; DROP SCHEMA IF EXISTS %s CASCADE; DROP SCHEMA IF EXISTS %s CASCADE", es, rm, tr))
 		})
 	}
+	if _, err := postgres.Migrate(ctx, pool, es); err != nil {
+		env.closeSchemas()
+		return nil, err
+	}
+	store, err := postgres.New(pool, es)
+	if err != nil {
+		env.closeSchemas()
+		return nil, err
+	}
+	env.store = store
 	stack, err := harness.StartPostgresStack(ctx, pool, store, harness.StackOptions{ViewSchema: rm, TransportSchema: tr, KafkaBrokers: brokers, Logger: log})
 	if err != nil {
-		env.close()
+		env.closeSchemas()
 		return nil, err
 	}
 	env.stack = stack
 	env.closers = append(env.closers, func() { _ = stack.Stop() })
-	kept := "dropped at the end (--keep keeps them)"
+	kept := "dropped at the end; --keep keeps them"
 	switch {
 	case strings.HasPrefix(where, "a private cluster"):
 		kept = "gone with the cluster"
@@ -252,4 +387,65 @@ func postgresDemoEnv(ctx context.Context, pool *pgxpool.Pool, where string, keep
 		"  serve's roles run here: the projector, the relay into %s, the sweeper and reconciler on the read models\n\n",
 		where, es, rm, tr, kept, carrier)
 	return env, nil
+}
+
+// closeSchemas drops what an env that failed to open made, without closing
+// its pool (the caller still owns it then).
+func (e *demoEnv) closeSchemas() {
+	for i := len(e.closers) - 1; i >= 1; i-- { // closers[0] closes the pool
+		e.closers[i]()
+	}
+	e.closers = e.closers[:1]
+}
+
+// maxCatchUp bounds the wait for the projector at the end of the story; the
+// story appends a handful of events, which it folds within milliseconds.
+const maxCatchUp = 30 * time.Second
+
+// catchUp waits until the projector's checkpoint reaches the log's head,
+// so that the read models (and SQL on them, with --keep) hold the whole
+// story, Friday's refused copy included.
+func (e *demoEnv) catchUp(ctx context.Context, stdout io.Writer) error {
+	if e.stack == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, maxCatchUp)
+	defer cancel()
+	for { // bounded by maxCatchUp
+		lag, err := projections.MeasureLag(ctx, e.pool, e.store, projections.LagOptions{Schema: e.rm})
+		if err == nil && lag.Events == 0 {
+			fmt.Fprintf(stdout, "\nthe read models have caught up: %d events folded, through position %s\n", lag.Checkpoint.EventsApplied, lag.Checkpoint.Text)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if context.Cause(ctx) == context.DeadlineExceeded && err == nil {
+				return fmt.Errorf("the projector did not catch up within %s: %d events behind", maxCatchUp, lag.Events)
+			}
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// printKept prints, with --keep, the commands that read what the demo kept,
+// with the flags that find it.
+func (e *demoEnv) printKept(stdout io.Writer) {
+	if !e.kept || e.pool == nil {
+		return
+	}
+	op := string(harness.StoryOperation)
+	sql := func(q string) string { return "  psql '" + e.psqlURL + "' -c '" + q + "'" }
+	fmt.Fprintf(stdout, "\n== kept (--keep): the demo's schemas stay; read them again with\n")
+	fmt.Fprintf(stdout, "  opledger audit replay %s --store-schema %s%s\n", op, e.storeSchema, e.urlFlag)
+	fmt.Fprintf(stdout, "  opledger audit verify --store-schema %s%s\n", e.storeSchema, e.urlFlag)
+	fmt.Fprintln(stdout, "    (verify exits 1: the demonstration's forgery is in this log, on purpose)")
+	fmt.Fprintln(stdout, sql("SELECT kind, reason, message_id, capability_id FROM "+e.rm+".evidence ORDER BY event_seq"))
+	fmt.Fprintln(stdout, sql("SELECT operation_id, state FROM "+e.rm+".operations"))
+	fmt.Fprintf(stdout, "  opledger projections list --schema %s%s\n", e.rm, e.urlFlag)
+	if strings.Contains(e.psqlURL, "xxxxx") {
+		fmt.Fprintln(stdout, "  (the password is shown as xxxxx: put yours back)")
+	}
+	fmt.Fprintln(stdout, "and drop them with")
+	fmt.Fprintln(stdout, sql(fmt.Sprintf("DROP SCHEMA %s CASCADE; DROP SCHEMA %s CASCADE; DROP SCHEMA %s CASCADE", e.storeSchema, e.rm, e.tr)))
 }

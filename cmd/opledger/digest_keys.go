@@ -11,19 +11,24 @@ import (
 	"io/fs"
 	"os"
 
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/audit"
 )
 
-// Settings naming the digest keys. The digest key is not the capability
-// signing key (OPLEDGER_SIGNING_KEY_FILE): whoever may mint authority must
-// not be able to vouch for history.
+// The digest key (settings.DigestKey) is not the capability signing key
+// (settings.SigningKeys): whoever may mint authority must not be able to
+// vouch for history.
 const (
-	digestKeyFlag      = "digest-key"
-	digestKeyEnv       = "OPLEDGER_DIGEST_KEY_FILE"
-	digestPublicFlag   = "public-key"
-	digestPublicEnv    = "OPLEDGER_DIGEST_PUBLIC_KEY_FILE"
 	maxDigestKeyFile   = 4096
 	digestPublicSuffix = ".pub"
+)
+
+// Names of the digest keys' settings, for messages.
+var (
+	digestKeyFlag    = settings.DigestKey.Flag
+	digestKeyEnv     = settings.DigestKey.Env
+	digestPublicFlag = settings.DigestPublicKey.Flag
+	digestPublicEnv  = settings.DigestPublicKey.Env
 )
 
 // newDigestKey writes a fresh Ed25519 seed to path (base64, mode 0600,

@@ -15,6 +15,7 @@ import (
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/cmd/opledger/internal/settings"
 )
 
 func init() {
@@ -49,46 +50,51 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "opledger dlq: unknown subcommand %q\n\n%s\n", sub, dlqUsage)
 		return 2
 	}
-	fs := flags("dlq "+sub, dlqSynopsis(sub), stderr)
-	db := dbFlags(fs)
-	tf := addTransportFlags(fs)
-	limit := fs.Int("limit", transport.DefaultResubmitLimit, "at most this many dead letters (list, resubmit --all) or signals")
+	f := newFlags("dlq "+sub, dlqSynopsis(sub), stderr)
+	f.Bind(settings.DatabaseURL, settings.TransportSchema, settings.KafkaBrokers)
+	limit := f.Local().Int("limit", transport.DefaultResubmitLimit, "at most this many dead letters (list, resubmit --all) or signals")
 	var all bool
 	var ids stringList
-	var by string
 	if sub == "resubmit" {
-		fs.BoolVar(&all, "all", false, "resubmit every dead letter not yet resubmitted")
-		fs.Var(&ids, "id", "resubmit this dead letter (repeatable)")
-		fs.StringVar(&by, "operator", env("OPLEDGER_OPERATOR", env("USER", "")), "who resubmits, recorded with each resubmission [OPLEDGER_OPERATOR, else USER]")
+		f.Local().BoolVar(&all, "all", false, "resubmit every dead letter not yet resubmitted")
+		f.Local().Var(&ids, "id", "resubmit this dead letter (repeatable)")
+		f.Bind(settings.Operator)
 	}
-	if code, ok := parse(fs, args); !ok {
+	f.Bind(settings.LogLevel)
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
-	if *limit < 1 || *limit > pgqueue.MaxListLimit {
-		return fail(stderr, "dlq", fmt.Errorf("--limit %d: want 1..%d", *limit, pgqueue.MaxListLimit))
+	cmd := "dlq " + sub
+	if len(f.Args()) > 0 {
+		return fail(stderr, cmd, fmt.Errorf("unexpected arguments %q", f.Args()))
 	}
+	if *limit < 1 || *limit > pgqueue.MaxListLimit {
+		return fail(stderr, cmd, fmt.Errorf("--limit %d: want 1..%d", *limit, pgqueue.MaxListLimit))
+	}
+	var by string
 	if sub == "resubmit" {
 		if all == (len(ids) > 0) {
-			return fail(stderr, "dlq resubmit", errors.New("say what to resubmit: --all, or --id ID (not both)"))
+			return fail(stderr, cmd, errors.New("say what to resubmit: --all, or --id ID (not both)"))
 		}
-		if by == "" {
-			return fail(stderr, "dlq resubmit", errors.New("no operator: set OPLEDGER_OPERATOR or --operator"))
+		if by = f.Text(settings.Operator); by == "" {
+			return fail(stderr, cmd, f.Missing(settings.Operator, "operator"))
 		}
 	}
-	brokers, err := tf.kafkaBrokers()
+	brokers, err := kafkaBrokers(f)
 	if err != nil {
-		return fail(stderr, "dlq", err)
+		return fail(stderr, cmd, err)
 	}
+	db := dbFrom(f)
 	pool, err := db.pool(ctx)
 	if err != nil {
-		return fail(stderr, "dlq", err)
+		return fail(stderr, cmd, err)
 	}
 	defer pool.Close()
-	if err := pgqueue.CheckSchema(ctx, pool, tf.schema); err != nil {
-		return fail(stderr, "dlq", err)
+	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil {
+		return fail(stderr, cmd, schemaError(db, err, pgqueue.ErrSchemaOutdated))
 	}
-	log := newLogger(stderr)
-	q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: tf.schema, Logger: log})
+	log := newLogger(stderr, f)
+	q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: db.transport, Logger: log})
 	if err != nil {
 		return fail(stderr, "dlq", err)
 	}
@@ -98,7 +104,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return printSignals(ctx, q, *limit, stdout, stderr)
 	}
-	dlq, closeDLQ, err := openDeadLetters(pool, q, tf.schema, brokers, log)
+	dlq, closeDLQ, err := openDeadLetters(pool, q, db.transport, brokers, log)
 	if err != nil {
 		return fail(stderr, "dlq", err)
 	}
@@ -156,12 +162,13 @@ func resubmit(ctx context.Context, dlq transport.DeadLetterQueue, req transport.
 	return out, nil
 }
 
+// dlqSynopsis follows "opledger dlq SUB" in the usage line.
 func dlqSynopsis(sub string) string {
 	switch sub {
 	case "resubmit":
-		return "resubmit (--all | --id ID [--id ID...]) [--operator NAME] [--limit N]"
+		return "(--all | --id ID [--id ID...]) [--operator NAME] [--limit N] [flags]"
 	default:
-		return sub + " [--limit N]"
+		return "[--limit N] [flags]"
 	}
 }
 

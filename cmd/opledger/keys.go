@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"opledger/adapters/captoken"
+	"opledger/cmd/opledger/internal/settings"
 )
 
 func init() {
@@ -43,18 +44,19 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	sub, rest := args[0], args[1:]
-	fs := flags("keys "+sub, "[flags]", stderr)
-	ring := fs.String(captoken.RingFlag, env(captoken.RingEnvVar, ""), "the key ring: a directory of *.key files or one file ["+captoken.RingEnvVar+"]")
+	f := newFlags("keys "+sub, "[flags]", stderr)
+	f.Bind(settings.SigningKeys)
+	ring := func() string { return f.Text(settings.SigningKeys) }
 	switch sub {
 	case "new":
-		activateIn := fs.Duration("activate-in", 0, "start signing this long from now (0: at once); give every serve time to reload first")
-		if code, ok := parse(fs, rest); !ok {
+		activateIn := f.Local().Duration("activate-in", 0, "start signing this long from now (0: at once); give every serve time to reload first")
+		if code, ok := f.Parse(rest); !ok {
 			return code
 		}
-		if fs.NArg() > 0 || *activateIn < 0 || *activateIn > 30*24*time.Hour {
+		if len(f.Args()) > 0 || *activateIn < 0 || *activateIn > 30*24*time.Hour {
 			return fail(stderr, "keys new", errors.New("takes no arguments; --activate-in must be in [0, 720h]"))
 		}
-		k, where, err := keysNew(*ring, time.Now(), *activateIn)
+		k, where, err := keysNew(ring(), time.Now(), *activateIn)
 		if err != nil {
 			return fail(stderr, "keys new", err)
 		}
@@ -62,11 +64,11 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "send SIGHUP to every serve using this ring before then")
 		return 0
 	case "list":
-		asJSON := fs.Bool("json", false, "print JSON")
-		if code, ok := parse(fs, rest); !ok {
+		asJSON := f.Local().Bool("json", false, "print JSON")
+		if code, ok := f.Parse(rest); !ok {
 			return code
 		}
-		st, err := keysList(*ring, time.Now())
+		st, err := keysList(ring(), time.Now())
 		if err != nil {
 			return fail(stderr, "keys list", err)
 		}
@@ -76,13 +78,13 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printKeys(stdout, st)
 		return 0
 	case "retire":
-		if code, ok := parse(fs, rest); !ok {
+		if code, ok := f.Parse(rest); !ok {
 			return code
 		}
-		if fs.NArg() != 1 {
+		if len(f.Args()) != 1 {
 			return fail(stderr, "keys retire", errors.New("want one key ID (opledger keys list shows them)"))
 		}
-		msg, err := keysRetire(*ring, fs.Arg(0), time.Now())
+		msg, err := keysRetire(ring(), f.Arg(0), time.Now())
 		if err != nil {
 			return fail(stderr, "keys retire", err)
 		}

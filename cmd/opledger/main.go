@@ -10,22 +10,25 @@
 //	opledger set-aside     list and release the loops' set-aside items
 //	opledger demo          the seed's Thursday/Friday story, end to end
 //	opledger sim           deterministic simulation: seeded fault schedules, checked
+//	opledger keys          the key ring that signs capability tokens
+//	opledger tokens        bearer tokens and the lines of the tokens file
+//	opledger version       the build: module version, VCS revision, Go version
 //
 // Every command reads its settings from the environment (DATABASE_URL,
 // PROVIDER_URL, ...) and a flag of the same meaning overrides it; `opledger
-// <command> --help` lists both.
+// <command> --help` lists both. Each setting is defined once, in
+// internal/settings, and README.md's configuration table is checked
+// against it.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -56,6 +59,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "opledger: unknown command %q\n\n", args[0])
@@ -75,57 +81,16 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nEvery setting comes from the environment and a flag of the same meaning overrides it.\nRun 'opledger <command> --help' for its flags and variables.")
+	fmt.Fprintln(w, "\nEvery setting comes from the environment and a flag of the same meaning overrides it.\n"+
+		"Run 'opledger <command> --help' for its flags and variables, 'opledger version' for the build.")
 }
 
-// flags builds a command's flag set that prints errors and help to stderr.
-func flags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("opledger "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: opledger %s %s\n\nflags (each defaults to the environment variable named in brackets):\n", name, synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses args; it reports the exit code to use when parsing ended the
-// command (help asked for: 0; bad flags: 2).
-func parse(fs *flag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
-		return 2, false
-	}
-	return 0, true
-}
-
-// env returns the environment variable's value, or def.
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
-
-// newLogger logs JSON to stderr at the level named by OPLEDGER_LOG_LEVEL.
-func newLogger(stderr io.Writer) *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(env("OPLEDGER_LOG_LEVEL", "info"))); err != nil {
-		level = slog.LevelInfo
-	}
-	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-}
-
-// fail prints a one-line error naming what went wrong and returns exit code 1.
+// fail prints err as the command's error, each of its lines (errors.Join
+// puts one setting's error on each) prefixed with the command, and returns
+// exit code 1.
 func fail(stderr io.Writer, cmd string, err error) int {
-	fmt.Fprintf(stderr, "opledger %s: %v\n", cmd, err)
+	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
+		fmt.Fprintf(stderr, "opledger %s: %s\n", cmd, strings.TrimSpace(line))
+	}
 	return 1
-}
-
-// newQuietLogger logs warnings and errors only: for commands whose own
-// output tells the story.
-func newQuietLogger(stderr io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))
 }

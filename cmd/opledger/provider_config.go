@@ -2,49 +2,41 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
 
 	"opledger/adapters/provider"
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
 )
-
-// providerFlags choose the provider profile of serve and worker: a built-in
-// profile by name, or a profile file (adapters/provider, ParseProfileFile),
-// never both. Neither: stripe-v1.
-type providerFlags struct {
-	name *string
-	file *string
-}
 
 // defaultProfile is the profile when neither flag nor variable names one.
 var defaultProfile = provider.StripeV1
 
-func addProviderFlags(fs *flag.FlagSet) *providerFlags {
-	return &providerFlags{
-		name: fs.String("provider-profile", env("PROVIDER_PROFILE", ""),
-			"the provider's built-in profile: "+strings.Join(provider.BuiltinProfileNames(), ", ")+" (default "+defaultProfile.Name+") [PROVIDER_PROFILE]"),
-		file: fs.String("provider-profile-file", env("PROVIDER_PROFILE_FILE", ""),
-			"a provider profile file (strict JSON; see docs/providers.md) instead of a built-in profile [PROVIDER_PROFILE_FILE]"),
-	}
-}
-
-// resolve returns the chosen profile; every error names the setting.
-func (f *providerFlags) resolve() (domain.ProviderProfile, error) {
-	name, file := *f.name, *f.file
+// resolveProfile returns the provider profile serve's and the worker's
+// settings choose: a built-in profile by name (PROVIDER_PROFILE), or a
+// profile file (PROVIDER_PROFILE_FILE, adapters/provider ParseProfileFile),
+// never both; neither: stripe-v1. Every error names the setting.
+func resolveProfile(f *settings.Flags) (domain.ProviderProfile, error) {
+	name, file := f.Text(settings.ProviderProfile), f.Text(settings.ProviderProfileFile)
 	switch {
 	case name != "" && file != "":
-		return domain.ProviderProfile{}, errors.New("PROVIDER_PROFILE and PROVIDER_PROFILE_FILE are both set: name a built-in profile or give a profile file, not both")
+		return domain.ProviderProfile{}, fmt.Errorf("%s and %s are both set: name a built-in profile or give a profile file, not both",
+			f.Name(settings.ProviderProfile), f.Name(settings.ProviderProfileFile))
 	case file != "":
-		return loadProfileFile(file)
+		p, err := loadProfileFile(file)
+		if err != nil {
+			return domain.ProviderProfile{}, fmt.Errorf("%s %s: %w", f.Name(settings.ProviderProfileFile), file, err)
+		}
+		return p, nil
 	case name != "":
 		p, err := provider.ProfileNamed(name)
 		if err != nil {
-			return domain.ProviderProfile{}, fmt.Errorf("PROVIDER_PROFILE / --provider-profile: %w", err)
+			return domain.ProviderProfile{}, fmt.Errorf("%s: %w", f.Name(settings.ProviderProfile), err)
 		}
 		return p, nil
 	}
@@ -55,19 +47,17 @@ func (f *providerFlags) resolve() (domain.ProviderProfile, error) {
 // provider.MaxProfileFileBytes).
 func loadProfileFile(path string) (domain.ProviderProfile, error) {
 	fh, err := os.Open(path)
-	if err != nil {
-		return domain.ProviderProfile{}, fmt.Errorf("PROVIDER_PROFILE_FILE / --provider-profile-file: %w", err)
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		return domain.ProviderProfile{}, pe.Err // the caller names the file
+	} else if err != nil {
+		return domain.ProviderProfile{}, err
 	}
 	defer fh.Close()
 	data, err := io.ReadAll(io.LimitReader(fh, provider.MaxProfileFileBytes+1))
 	if err != nil {
-		return domain.ProviderProfile{}, fmt.Errorf("PROVIDER_PROFILE_FILE %s: %w", path, err)
+		return domain.ProviderProfile{}, err
 	}
-	p, err := provider.ParseProfileFile(data)
-	if err != nil {
-		return domain.ProviderProfile{}, fmt.Errorf("PROVIDER_PROFILE_FILE %s: %w", path, err)
-	}
-	return p, nil
+	return provider.ParseProfileFile(data)
 }
 
 // newProviderClient is the provider client of serve and worker: the
@@ -80,14 +70,11 @@ func newProviderClient(profile domain.ProviderProfile, url string, log *slog.Log
 	return c, nil
 }
 
-// exportDeliveryFlag is the export-delivery service's base URL, the
-// executor of export downloads (workers deliver through it, the reconciler
-// reads it). Empty: none — a worker answers a claimed download NotApplied
-// without sending anything, the reconciler escalates an Unknown one.
-func addExportDeliveryFlag(fs *flag.FlagSet) *string {
-	return fs.String("export-delivery-url", env("EXPORT_DELIVERY_URL", ""),
-		"the export-delivery service's base URL, for export downloads (provider-sim serves one beside the provider); empty: none [EXPORT_DELIVERY_URL]")
-}
+// settings.ExportDeliveryURL is the export-delivery service's base URL,
+// the executor of export downloads (workers deliver through it, the
+// reconciler reads it). Empty: none — a worker answers a claimed download
+// NotApplied without sending anything, the reconciler escalates an Unknown
+// one.
 
 // newExportClient is the export-delivery client of serve and worker, or nil
 // when no URL is set.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,16 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/provider"
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
 )
 
-func providerFlagsFrom(t *testing.T, args ...string) *providerFlags {
+// profileFrom resolves the profile the worker's provider settings choose
+// from args and the environment.
+func profileFrom(t *testing.T, args ...string) (domain.ProviderProfile, error) {
 	t.Helper()
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	pf := addProviderFlags(fs)
-	require.NoError(t, fs.Parse(args))
-	return pf
+	f := newFlags("worker", "", io.Discard).Bind(settings.ProviderProfile, settings.ProviderProfileFile)
+	_, ok := f.Parse(args)
+	require.True(t, ok)
+	return resolveProfile(f)
 }
 
 func writeFile(t *testing.T, text string) string {
@@ -38,35 +39,39 @@ func TestProviderProfileResolution(t *testing.T) {
 	t.Setenv("PROVIDER_PROFILE", "")
 	t.Setenv("PROVIDER_PROFILE_FILE", "")
 
-	p, err := providerFlagsFrom(t).resolve()
+	p, err := profileFrom(t)
 	require.NoError(t, err)
 	require.Equal(t, provider.StripeV1, p)
 
-	p, err = providerFlagsFrom(t, "--provider-profile", "meridian").resolve()
+	p, err = profileFrom(t, "--provider-profile", "meridian")
 	require.NoError(t, err)
 	require.Equal(t, provider.Meridian, p)
 
 	file := writeFile(t, acmeProfile)
-	p, err = providerFlagsFrom(t, "--provider-profile-file", file).resolve()
+	p, err = profileFrom(t, "--provider-profile-file", file)
 	require.NoError(t, err)
 	require.Equal(t, "acme-pay", p.Name)
 	require.True(t, p.RetrieveByKey)
 
 	t.Setenv("PROVIDER_PROFILE_FILE", file)
-	p, err = providerFlagsFrom(t).resolve()
+	p, err = profileFrom(t)
 	require.NoError(t, err)
 	require.Equal(t, "acme-pay", p.Name, "the variable works as the flag")
 
-	_, err = providerFlagsFrom(t, "--provider-profile", "stripe-v2").resolve()
+	_, err = profileFrom(t, "--provider-profile", "stripe-v2")
 	require.ErrorContains(t, err, "not both")
 	t.Setenv("PROVIDER_PROFILE_FILE", "")
 
-	_, err = providerFlagsFrom(t, "--provider-profile", "stripe-v3").resolve()
-	require.ErrorContains(t, err, "PROVIDER_PROFILE")
+	_, err = profileFrom(t, "--provider-profile", "stripe-v3")
+	require.ErrorContains(t, err, "--provider-profile")
 	require.ErrorContains(t, err, "stripe-v1, stripe-v2, meridian")
-	_, err = providerFlagsFrom(t, "--provider-profile-file", filepath.Join(t.TempDir(), "absent.json")).resolve()
-	require.ErrorContains(t, err, "PROVIDER_PROFILE_FILE")
-	_, err = providerFlagsFrom(t, "--provider-profile-file", writeFile(t, `{"name":"x"}`)).resolve()
+	_, err = profileFrom(t, "--provider-profile-file", filepath.Join(t.TempDir(), "absent.json"))
+	require.ErrorContains(t, err, "--provider-profile-file")
+	t.Setenv("PROVIDER_PROFILE", "stripe-v3")
+	_, err = profileFrom(t)
+	require.ErrorContains(t, err, "PROVIDER_PROFILE", "a bad variable is named as the variable")
+	t.Setenv("PROVIDER_PROFILE", "")
+	_, err = profileFrom(t, "--provider-profile-file", writeFile(t, `{"name":"x"}`))
 	require.ErrorContains(t, err, "field api is required")
 }
 
@@ -83,7 +88,7 @@ func TestCommandsRefuseBadProviderSettings(t *testing.T) {
 	}{
 		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--provider-profile-file", bad}, "reexecutes_failed: contradicts"},
 		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--provider-profile", "stripe-v1", "--provider-profile-file", bad}, "not both"},
-		{[]string{"serve", "--dev", "--tokens", "x", "--provider-url", "http://127.0.0.1:1", "--provider-profile", "paypal"}, "PROVIDER_PROFILE"},
+		{[]string{"serve", "--dev", "--tokens", "x", "--provider-url", "http://127.0.0.1:1", "--provider-profile", "paypal"}, "--provider-profile"},
 		{[]string{"provider-sim", "--provider", "paypal"}, "--provider"},
 		{[]string{"provider-sim", "--provider", "meridian", "--profile", "stripe-v1"}, "disagree"},
 		{[]string{"audit", "provider-diff", "--provider", "paypal", "--provider-ledger", bad}, "no export reader"},

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"opledger/adapters/provider/sim"
+	"opledger/cmd/opledger/internal/settings"
 )
 
 func init() {
@@ -24,25 +25,24 @@ func simProviders() string {
 }
 
 func runProviderSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("provider-sim", "[--listen ADDR] [--provider "+simProviders()+"]", stderr)
-	listen := fs.String("listen", env("PROVIDER_SIM_LISTEN", "127.0.0.1:8081"), "address to serve on [PROVIDER_SIM_LISTEN]")
-	name := fs.String("provider", "", "the provider to simulate (its API and idempotency semantics): "+simProviders()+" (default "+string(sim.ProfileStripeV1)+") [PROVIDER_PROFILE]")
-	old := fs.String("profile", "", "the former name of --provider")
-	if code, ok := parse(fs, args); !ok {
+	f := newFlags("provider-sim", "[--listen ADDR] [--provider "+simProviders()+"] [flags]", stderr)
+	f.Bind(settings.ProviderSimListen, settings.ProviderProfile, settings.LogLevel) // --provider here: the provider to simulate
+	old := f.Local().String("profile", "", "the former name of --provider")
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
-	chosen := *name
+	chosen := f.Text(settings.ProviderProfile)
 	switch {
-	case chosen != "" && *old != "" && chosen != *old:
+	case *old != "" && f.Source(settings.ProviderProfile) == settings.FromFlag && chosen != *old:
 		return fail(stderr, "provider-sim", fmt.Errorf("--provider %q and --profile %q disagree: give one", chosen, *old))
-	case chosen == "":
-		chosen = cmp.Or(*old, env("PROVIDER_PROFILE", ""), string(sim.ProfileStripeV1))
+	case *old != "":
+		chosen = *old
 	}
-	p, err := sim.ParseProfile(chosen)
+	p, err := sim.ParseProfile(cmp.Or(chosen, string(sim.ProfileStripeV1)))
 	if err != nil {
-		return fail(stderr, "provider-sim", fmt.Errorf("--provider / PROVIDER_PROFILE: %w", err))
+		return fail(stderr, "provider-sim", fmt.Errorf("%s: %w", f.Name(settings.ProviderProfile), err))
 	}
-	err = sim.ListenAndServe(ctx, *listen, sim.Config{Profile: p, Logger: newLogger(stderr)})
+	err = sim.ListenAndServe(ctx, f.Text(settings.ProviderSimListen), sim.Config{Profile: p, Logger: newLogger(stderr, f)})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fail(stderr, "provider-sim", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"
 	"opledger/domain/setaside"
@@ -22,7 +23,7 @@ import (
 
 // serveRoles are the background roles serve runs beside the API; each can be
 // switched off to run it elsewhere.
-var serveRoles = []string{"projector", "sweeper", "reconciler", "relay"}
+var serveRoles = settings.ServeRoles
 
 // maxReadyLag is how far behind the projector may be before /readyz fails.
 const maxReadyLag = 60 * time.Second
@@ -31,7 +32,7 @@ const maxReadyLag = 60 * time.Second
 // when the relay is disabled) for their lag. Each role's run may be called
 // again after it returned (the supervisor restarts it); what must outlive
 // one run (the relay's publisher) is released by its close.
-func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pgxpool.Pool, store eventstore.Store,
+func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store eventstore.Store,
 	lg *ledger.Handler, projector *projections.Projector, metrics *httpapi.Metrics, log *slog.Logger) ([]role, []*transport.Relay, error) {
 	var roles []role
 	var relays []*transport.Relay
@@ -39,7 +40,7 @@ func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pg
 	if err != nil {
 		return nil, nil, err
 	}
-	failing, err := pgqueue.NewSetAside(pool, tf.schema) // no I/O: the same table serve's projector writes
+	failing, err := pgqueue.NewSetAside(pool, db.transport) // no I/O: the same table serve's projector writes
 	if err != nil {
 		return nil, nil, err
 	}
@@ -61,7 +62,7 @@ func backgroundRoles(db *dbConfig, tf *transportFlags, s serveSettings, pool *pg
 		roles = append(roles, r)
 	}
 	if !s.disabled["relay"] {
-		r, rs, err := relayRole(pool, tf, s, store, failing, log)
+		r, rs, err := relayRole(pool, db.transport, s, store, failing, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -128,18 +129,18 @@ func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Inde
 // reading the log, the checkpoint, the leader lock) and, with Kafka, a
 // bounded dial of the brokers, which a standby relay (another serve leads)
 // does not otherwise make.
-func relayRole(pool *pgxpool.Pool, tf *transportFlags, s serveSettings, store eventstore.Store, failing setaside.Store, log *slog.Logger) (role, []*transport.Relay, error) {
-	_, publisher, closePub, err := openTransport(pool, tf, workerSettings{id: "serve-relay", brokers: s.brokers, concurrency: 1}, log)
+func relayRole(pool *pgxpool.Pool, schema string, s serveSettings, store eventstore.Store, failing setaside.Store, log *slog.Logger) (role, []*transport.Relay, error) {
+	publisher, closePub, err := openPublisher(pool, schema, s.brokers, log)
 	if err != nil {
 		return role{}, nil, err
 	}
 	fail := func(err error) (role, []*transport.Relay, error) { closePub(); return role{}, nil, err }
-	checks, err := pgqueue.NewCheckpoints(pool, tf.schema)
+	checks, err := pgqueue.NewCheckpoints(pool, schema)
 	if err != nil {
 		return fail(err)
 	}
 	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: publisher,
-		SetAside: failing, Leader: relayLeader(pool, tf.schema), Logger: log})
+		SetAside: failing, Leader: relayLeader(pool, schema), Logger: log})
 	if err != nil {
 		return fail(err)
 	}

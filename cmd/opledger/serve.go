@@ -3,19 +3,18 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"opledger/adapters/captoken"
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
@@ -52,159 +51,100 @@ type serveSettings struct {
 	exportURL    string
 }
 
-// serveFlags is serve's settings as given, before validation.
-type serveFlags struct {
-	listen, providerURL, tokens, signingKey, signingKeys             *string
-	provider                                                         *providerFlags // provider_config.go
-	tlsCert, tlsKey, rateLimit, rateBurst, roleBackoff, roleFailures *string
-	dev, testClock                                                   *bool
-	disable, sweepEvery, reconcileEvery                              *string
-	enableKinds, exportURL                                           *string
-	shutdown                                                         *time.Duration
-}
-
-func addServeFlags(fs *flag.FlagSet) serveFlags {
-	return serveFlags{
-		listen:      fs.String("listen", env("OPLEDGER_LISTEN", "127.0.0.1:8080"), "address of the HTTP API [OPLEDGER_LISTEN]"),
-		providerURL: fs.String("provider-url", env("PROVIDER_URL", ""), "the payment provider's base URL, for the reconciler [PROVIDER_URL]"),
-		provider:    addProviderFlags(fs),
-		tokens: fs.String(httpapi.TokensFlag, env(httpapi.TokensEnvVar, ""),
-			"bearer tokens per role: lines 'ROLE sha256:DIGEST [NAME]' (opledger tokens hash); reloaded on SIGHUP ["+httpapi.TokensEnvVar+"]"),
-		signingKeys: fs.String(captoken.RingFlag, env(captoken.RingEnvVar, ""),
-			"the key ring signing capability tokens: a directory of *.key files or one file (opledger keys); reloaded on SIGHUP ["+captoken.RingEnvVar+"]"),
-		signingKey: fs.String(captoken.Flag, env(captoken.EnvVar, ""),
-			"instead of --"+captoken.RingFlag+": one file holding a base64 Ed25519 seed, a ring of one key that never rotates ["+captoken.EnvVar+"]"),
-		tlsCert:      fs.String(httpapi.TLSCertFlag, env(httpapi.TLSCertEnvVar, ""), "serve HTTPS with this PEM certificate chain (with --tls-key); reloaded on SIGHUP ["+httpapi.TLSCertEnvVar+"]"),
-		tlsKey:       fs.String(httpapi.TLSKeyFlag, env(httpapi.TLSKeyEnvVar, ""), "the PEM private key of --tls-cert ["+httpapi.TLSKeyEnvVar+"]"),
-		rateLimit:    fs.String("rate-limit", env("OPLEDGER_RATE_LIMIT", strconv.Itoa(httpapi.DefaultRatePerSecond)), "requests per second each bearer token may send; 0 turns the limit off [OPLEDGER_RATE_LIMIT]"),
-		rateBurst:    fs.String("rate-burst", env("OPLEDGER_RATE_BURST", strconv.Itoa(httpapi.DefaultRateBurst)), "requests a token may send at once [OPLEDGER_RATE_BURST]"),
-		roleBackoff:  fs.String("role-backoff", env("OPLEDGER_ROLE_BACKOFF", defaultRoleMinBackoff.String()), "first pause before restarting a role that stopped; doubles up to 30s [OPLEDGER_ROLE_BACKOFF]"),
-		roleFailures: fs.String("role-max-failures", env("OPLEDGER_ROLE_MAX_FAILURES", strconv.Itoa(defaultRoleMaxFailures)), "failures in a row after which a role is not restarted and serve exits 1 [OPLEDGER_ROLE_MAX_FAILURES]"),
-		dev:          fs.Bool("dev", false, "development mode: an ephemeral signing key when none is given (tokens die with the process)"),
-		testClock:    fs.Bool("test-clock", false, "enable POST /v1/test-clock to move the ledger's clock forward (never in production)"),
-		disable:      fs.String("disable", env("OPLEDGER_DISABLE", ""), "background roles not to run here, comma-separated: "+strings.Join(serveRoles, ",")+" [OPLEDGER_DISABLE]"),
-		sweepEvery:   fs.String("sweep-interval", env("OPLEDGER_SWEEP_INTERVAL", "2s"), "how often the sweeper looks for lapsed leases [OPLEDGER_SWEEP_INTERVAL]"),
-		reconcileEvery: fs.String("reconcile-interval", env("OPLEDGER_RECONCILE_INTERVAL", "3s"),
-			"how often the reconciler examines Unknown executions [OPLEDGER_RECONCILE_INTERVAL]"),
-		shutdown: fs.Duration("shutdown-timeout", 15*time.Second, "how long requests and roles in flight may take to finish on shutdown"),
-		enableKinds: fs.String("enable-kinds", env("OPLEDGER_ENABLE_KINDS", ""),
-			"operation kinds besides refunds the API creates, comma-separated: export-download. Enable one only once every reader of the ledger (serve, worker, audit, projections) runs this release [OPLEDGER_ENABLE_KINDS]"),
-		exportURL: addExportDeliveryFlag(fs),
-	}
+// serveFlags binds serve's settings.
+func serveFlags(stderr io.Writer) *settings.Flags {
+	f := newFlags("serve", "[flags]", stderr)
+	f.Bind(storeSettings...)
+	f.Bind(settings.ReadModelSchema, settings.TransportSchema, settings.KafkaBrokers,
+		settings.ProviderURL, settings.ProviderProfile, settings.ProviderProfileFile,
+		settings.Listen, settings.TokensFile, settings.SigningKeys, settings.SigningKeyFile, settings.TLSCert, settings.TLSKey,
+		settings.RateLimit, settings.RateBurst, settings.RoleBackoff, settings.RoleMaxFailures, settings.Disable,
+		settings.SweepInterval, settings.ReconcileInterval, settings.ShutdownTimeout, settings.TestClock, settings.Dev,
+		settings.EnableKinds, settings.ExportDeliveryURL)
+	f.Bind(consoleSettings...)
+	f.Bind(digestSettings...)
+	f.Bind(settings.LogLevel, settings.OTLPEndpoint)
+	return f
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("serve", "[flags]", stderr)
-	db := dbFlags(fs)
-	tf := addTransportFlags(fs)
-	f := addServeFlags(fs)
-	digests := addDigestFlags(fs)
-	cons := addConsoleFlags(fs)
-	if code, ok := parse(fs, args); !ok {
+	f := serveFlags(stderr)
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
-	s, err := serveConfig(f, tf)
-	s.digests, err = digests, errors.Join(err, digests.validate())
-	s.console, err = cons, errors.Join(err, cons.validate())
+	s, err := serveConfig(f)
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
-	log := newLogger(stderr)
-	if err := serve(ctx, db, tf, s, log); err != nil && !errors.Is(err, context.Canceled) {
+	log := newLogger(stderr, f)
+	if err := serve(ctx, dbFrom(f), s, log); err != nil && !errors.Is(err, context.Canceled) {
 		return fail(stderr, "serve", err)
 	}
 	return 0
 }
 
-// serveConfig validates serve's settings, naming every one at fault.
-func serveConfig(f serveFlags, tf *transportFlags) (serveSettings, error) {
-	s := serveSettings{listen: *f.listen, providerURL: *f.providerURL, tokensFile: *f.tokens, signingKeyFile: *f.signingKey,
-		signingKeys: *f.signingKeys, tlsCert: *f.tlsCert, tlsKey: *f.tlsKey,
-		dev: *f.dev, testClock: *f.testClock, disabled: map[string]bool{}, shutdownTimeout: *f.shutdown}
+// serveConfig reads serve's settings, each validated by the catalogue, and
+// checks how they go together, naming every one at fault.
+func serveConfig(f *settings.Flags) (serveSettings, error) {
+	s := serveSettings{listen: f.Text(settings.Listen), providerURL: f.Text(settings.ProviderURL),
+		tokensFile: f.Text(settings.TokensFile), signingKeyFile: f.Text(settings.SigningKeyFile),
+		signingKeys: f.Text(settings.SigningKeys), tlsCert: f.Text(settings.TLSCert), tlsKey: f.Text(settings.TLSKey),
+		dev: f.Bool(settings.Dev), testClock: f.Bool(settings.TestClock), disabled: map[string]bool{},
+		sweepInterval: f.Duration(settings.SweepInterval), reconcileInterval: f.Duration(settings.ReconcileInterval),
+		shutdownTimeout: f.Duration(settings.ShutdownTimeout), roleBackoff: f.Duration(settings.RoleBackoff),
+		roleMaxFailures: f.Int(settings.RoleMaxFailures)}
 	var errs []error
 	var err error
-	if s.sweepInterval, err = time.ParseDuration(*f.sweepEvery); err != nil || s.sweepInterval <= 0 {
-		errs = append(errs, fmt.Errorf("OPLEDGER_SWEEP_INTERVAL / --sweep-interval %q: want a positive duration like 2s", *f.sweepEvery))
-	}
-	if s.reconcileInterval, err = time.ParseDuration(*f.reconcileEvery); err != nil || s.reconcileInterval <= 0 {
-		errs = append(errs, fmt.Errorf("OPLEDGER_RECONCILE_INTERVAL / --reconcile-interval %q: want a positive duration like 3s", *f.reconcileEvery))
-	}
-	if s.listen == "" {
-		errs = append(errs, errors.New("OPLEDGER_LISTEN / --listen is empty"))
-	}
-	if s.profile, err = f.provider.resolve(); err != nil {
+	if s.profile, err = resolveProfile(f); err != nil {
 		errs = append(errs, err)
 	}
-	if s.enabledKinds, err = parseEnabledKinds(*f.enableKinds); err != nil {
+	if s.enabledKinds, err = parseEnabledKinds(f.Text(settings.EnableKinds)); err != nil {
 		errs = append(errs, err)
 	}
-	s.exportURL = *f.exportURL
+	s.exportURL = f.Text(settings.ExportDeliveryURL)
 	if s.tokensFile == "" {
-		errs = append(errs, fmt.Errorf("no tokens file: set %s or --%s (lines 'ROLE sha256:DIGEST [NAME]')", httpapi.TokensEnvVar, httpapi.TokensFlag))
+		errs = append(errs, fmt.Errorf("%s (lines 'ROLE sha256:DIGEST [NAME]', opledger tokens new)", f.Missing(settings.TokensFile, "tokens file")))
 	}
 	switch {
 	case s.signingKeys != "" && s.signingKeyFile != "":
-		errs = append(errs, fmt.Errorf("both %s (--%s) and %s (--%s): give the key ring, or the one key, not both",
-			captoken.RingEnvVar, captoken.RingFlag, captoken.EnvVar, captoken.Flag))
+		errs = append(errs, fmt.Errorf("both %s and %s: give the key ring, or the one key, not both",
+			f.Name(settings.SigningKeys), f.Name(settings.SigningKeyFile)))
 	case s.signingKeys == "" && s.signingKeyFile == "" && !s.dev:
 		errs = append(errs, fmt.Errorf("no signing key: set %s or --%s (a key ring: opledger keys new), or %s / --%s (one base64 Ed25519 seed), or run with --dev for an ephemeral one",
-			captoken.RingEnvVar, captoken.RingFlag, captoken.EnvVar, captoken.Flag))
+			settings.SigningKeys.Env, settings.SigningKeys.Flag, settings.SigningKeyFile.Env, settings.SigningKeyFile.Flag))
 	}
 	if (s.tlsCert == "") != (s.tlsKey == "") {
-		errs = append(errs, fmt.Errorf("TLS needs both %s (--%s) and %s (--%s)", httpapi.TLSCertEnvVar, httpapi.TLSCertFlag, httpapi.TLSKeyEnvVar, httpapi.TLSKeyFlag))
+		errs = append(errs, fmt.Errorf("TLS needs both %s (--%s) and %s (--%s)", settings.TLSCert.Env, settings.TLSCert.Flag, settings.TLSKey.Env, settings.TLSKey.Flag))
 	}
-	if s.rateLimit, err = rateLimitConfig(*f.rateLimit, *f.rateBurst); err != nil {
-		errs = append(errs, err)
-	}
-	if s.roleBackoff, err = time.ParseDuration(*f.roleBackoff); err != nil || s.roleBackoff <= 0 || s.roleBackoff > defaultRoleMaxBackoff {
-		errs = append(errs, fmt.Errorf("OPLEDGER_ROLE_BACKOFF / --role-backoff %q: want a duration in (0, %s]", *f.roleBackoff, defaultRoleMaxBackoff))
-	}
-	if s.roleMaxFailures, err = strconv.Atoi(*f.roleFailures); err != nil || s.roleMaxFailures < 1 || s.roleMaxFailures > 1000 {
-		errs = append(errs, fmt.Errorf("OPLEDGER_ROLE_MAX_FAILURES / --role-max-failures %q: want a whole number in [1, 1000]", *f.roleFailures))
-	}
-	for _, r := range strings.Split(*f.disable, ",") {
-		r = strings.TrimSpace(r)
-		if r == "" {
-			continue
+	s.rateLimit = rateLimitConfig(f)
+	for _, r := range strings.Split(f.Text(settings.Disable), ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			s.disabled[strings.ToLower(r)] = true
 		}
-		known := false
-		for _, k := range serveRoles {
-			known = known || k == r
-		}
-		if !known {
-			errs = append(errs, fmt.Errorf("OPLEDGER_DISABLE: unknown role %q (roles: %s)", r, strings.Join(serveRoles, ", ")))
-		}
-		s.disabled[r] = true
 	}
 	if !s.disabled["reconciler"] && s.providerURL == "" {
-		errs = append(errs, errors.New("no provider for the reconciler: set PROVIDER_URL or --provider-url, or --disable reconciler"))
+		errs = append(errs, fmt.Errorf("%s for the reconciler, or --disable reconciler", f.Missing(settings.ProviderURL, "provider")))
 	}
-	if s.shutdownTimeout <= 0 {
-		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
-	}
-	if s.brokers, err = tf.kafkaBrokers(); err != nil {
+	if s.brokers, err = kafkaBrokers(f); err != nil {
 		errs = append(errs, err)
 	}
+	s.digests, err = digestsFrom(f)
+	errs = append(errs, err)
+	s.console, err = consoleFrom(f)
+	errs = append(errs, err)
 	return s, errors.Join(errs...)
 }
 
 // rateLimitConfig reads --rate-limit (0: off) and --rate-burst.
-func rateLimitConfig(rate, burst string) (httpapi.RateLimit, error) {
-	r, err := strconv.ParseFloat(rate, 64)
-	if err != nil || r < 0 || r > 1e6 {
-		return httpapi.RateLimit{}, fmt.Errorf("OPLEDGER_RATE_LIMIT / --rate-limit %q: want requests per second in [0, 1e6] (0: no limit)", rate)
-	}
-	b, err := strconv.Atoi(burst)
-	if err != nil || b < 1 || b > 1e6 {
-		return httpapi.RateLimit{}, fmt.Errorf("OPLEDGER_RATE_BURST / --rate-burst %q: want a whole number in [1, 1000000]", burst)
-	}
-	return httpapi.RateLimit{Off: r == 0, PerSecond: r, Burst: b}, nil
+func rateLimitConfig(f *settings.Flags) httpapi.RateLimit {
+	r := f.Float(settings.RateLimit)
+	return httpapi.RateLimit{Off: r == 0, PerSecond: r, Burst: f.Int(settings.RateBurst)}
 }
 
 // serve runs until ctx ends or a role fails past its bound, then stops
 // accepting requests, lets those in flight finish, and stops the roles (no
 // lease or batch is started after). A role past its bound is serve's error.
-func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSettings, log *slog.Logger) error {
+func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger) error {
 	hup, stopHangup := notifyHangup()
 	defer stopHangup()
 
@@ -213,22 +153,22 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	if s.testClock {
 		offset = clock.NewOffset(clock.System{})
 		clk = offset
-		log.Warn("TEST CLOCK ENABLED: POST /v1/test-clock moves the ledger's time; never run this in production")
 	}
-	keys, keysSrc, err := servingKeys(s, clk, log)
-	if err != nil {
-		return err
-	}
+	// Every file first: a bad one stops serve before anything is said about
+	// the others (the --dev warning included).
 	tokens, err := httpapi.LoadTokens(s.tokensFile)
 	if err != nil {
 		return err
 	}
-	warnPlainTokens(log, tokens)
 	var cert *httpapi.Certificate
 	if s.tlsCert != "" {
 		if cert, err = httpapi.LoadCertificate(s.tlsCert, s.tlsKey); err != nil {
 			return err
 		}
+	}
+	keys, keysSrc, err := servingKeys(s, clk)
+	if err != nil {
+		return err
 	}
 	pool, err := db.pool(ctx)
 	if err != nil {
@@ -242,10 +182,10 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	defer opened.Release()
 	store := opened.Store
 	if err := projections.CheckSchema(ctx, pool, db.viewSchema); err != nil {
-		return fmt.Errorf("%w (run 'opledger migrate')", err)
+		return schemaError(db, err, projections.ErrSchemaOutdated)
 	}
-	if err := pgqueue.CheckSchema(ctx, pool, tf.schema); err != nil { // the relay's tables, and every role's set_aside
-		return fmt.Errorf("%w (run 'opledger migrate')", err)
+	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil { // the relay's tables, and every role's set_aside
+		return schemaError(db, err, pgqueue.ErrSchemaOutdated)
 	}
 
 	lg, err := ledger.New(ledger.Config{Store: store, Clock: clk, Logger: log})
@@ -253,7 +193,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 		return err
 	}
 	metrics := httpapi.NewMetrics()
-	failing, err := pgqueue.NewSetAside(pool, tf.schema) // the roles' failing items, beside the transport's tables
+	failing, err := pgqueue.NewSetAside(pool, db.transport) // the roles' failing items, beside the transport's tables
 	if err != nil {
 		return err
 	}
@@ -261,7 +201,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	if err != nil {
 		return err
 	}
-	roles, relays, err := backgroundRoles(db, tf, s, pool, store, lg, projector, metrics, log)
+	roles, relays, err := backgroundRoles(db, s, pool, store, lg, projector, metrics, log)
 	if err != nil {
 		return err
 	}
@@ -271,7 +211,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 		roles = append(roles, digests)
 	}
 	sup := newSupervisor(superviseConfig{MinBackoff: s.roleBackoff, MaxFailures: s.roleMaxFailures, Logger: log}, serveRoles)
-	status, err := serveStatus(sup, pool, relays, tf, s)
+	status, err := serveStatus(sup, pool, relays, db.transport, s)
 	if err != nil {
 		return err
 	}
@@ -283,7 +223,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 	if err != nil {
 		return err
 	}
-	closeConsole, err := s.console.mount(api, consoleDeps{pool: pool, viewSchema: db.viewSchema, transportSchema: tf.schema, brokers: s.brokers,
+	closeConsole, err := s.console.mount(api, consoleDeps{pool: pool, viewSchema: db.viewSchema, transportSchema: db.transport, brokers: s.brokers,
 		ledger: lg, tokens: tokens, setAside: failing, projector: projector, roles: sup.statuses, relays: relays, log: log})
 	if err != nil {
 		return err
@@ -294,6 +234,7 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 		return fmt.Errorf("OPLEDGER_LISTEN / --listen %s: %w", s.listen, err)
 	}
 
+	warnings(log, s, keys, tokens)
 	rctx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRoles()
 	sup.start(rctx, roles)
@@ -336,9 +277,9 @@ func serve(ctx context.Context, db *dbConfig, tf *transportFlags, s serveSetting
 }
 
 // servingKeys opens the key ring, or the one-key file, or with --dev and
-// neither given makes an ephemeral key, loudly. It returns the source
-// SIGHUP reloads ("" for the ephemeral key).
-func servingKeys(s serveSettings, clk clock.Clock, log *slog.Logger) (*captoken.Keys, string, error) {
+// neither given makes an ephemeral key (warnings says so, loudly). It
+// returns the source SIGHUP reloads ("" for the ephemeral key).
+func servingKeys(s serveSettings, clk clock.Clock) (*captoken.Keys, string, error) {
 	switch {
 	case s.signingKeys != "":
 		keys, err := captoken.OpenKeys(s.signingKeys, 0, clk)
@@ -351,9 +292,30 @@ func servingKeys(s serveSettings, clk clock.Clock, log *slog.Logger) (*captoken.
 	if err != nil {
 		return nil, "", err
 	}
-	log.Warn("DEV MODE: capability tokens are signed with an EPHEMERAL key; they become invalid when this process exits. Never run --dev in production.",
-		"signing_key", signer.KeyID())
 	return captoken.NewKeys(captoken.SingleKeyRing(signer, "ephemeral"), clk, nil), "", nil
+}
+
+// warnings says, once everything serve was given has loaded, what must
+// never reach production: the test clock, --dev's ephemeral key, plain
+// tokens.
+func warnings(log *slog.Logger, s serveSettings, keys *captoken.Keys, tokens *httpapi.Tokens) {
+	if s.testClock {
+		log.Warn("TEST CLOCK ENABLED: POST /v1/test-clock moves the ledger's time; never run this in production")
+	}
+	if s.signingKeys == "" && s.signingKeyFile == "" {
+		log.Warn("DEV MODE: capability tokens are signed with an EPHEMERAL key; they become invalid when this process exits. Never run --dev in production.",
+			"signing_key", keys.KeyID())
+	}
+	warnPlainTokens(log, tokens)
+}
+
+// schemaError adds to a failed schema check what to run when the schema is
+// outdated (sentinel); any other failure is returned as it is.
+func schemaError(db *dbConfig, err, sentinel error) error {
+	if errors.Is(err, sentinel) {
+		return db.outdated(err)
+	}
+	return err
 }
 
 func rateLimitText(r httpapi.RateLimit) string {

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,56 +15,43 @@ import (
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/ledger"
 	"opledger/domain/setaside"
 	"opledger/projections"
 )
 
-// consoleFlags are serve's settings of the web console at /ui/.
-type consoleFlags struct {
-	on      *string
-	keyFile *string
-	secure  *bool
-	ttl     *time.Duration
+// consoleSettings are serve's settings of the web console at /ui/.
+var consoleSettings = []*settings.Setting{settings.Console, settings.ConsoleKey, settings.ConsoleSecureCookies, settings.ConsoleSessionTTL}
 
+// consoleFlags are the console's settings once read.
+type consoleFlags struct {
 	enabled bool
 	key     []byte // nil: a key of this process
+	secure  bool
+	ttl     time.Duration
 }
 
-func addConsoleFlags(fs *flag.FlagSet) *consoleFlags {
-	return &consoleFlags{
-		on: fs.String("console", env("OPLEDGER_CONSOLE", "on"), "serve the web console at /ui/: on or off [OPLEDGER_CONSOLE]"),
-		keyFile: fs.String("console-key", env("OPLEDGER_CONSOLE_KEY_FILE", ""),
-			"file holding the console's session key, base64 of at least 32 random bytes; give every instance behind one address the same one (default: a key of this process, sessions end with it) [OPLEDGER_CONSOLE_KEY_FILE]"),
-		secure: fs.Bool("console-secure-cookies", false, "mark the console's cookies Secure on plain HTTP too, behind a proxy that terminates TLS (over --tls-cert they are anyway)"),
-		ttl:    fs.Duration("console-session-ttl", console.DefaultSessionTTL, "how long a sign-in to the console lasts (1m to 24h)"),
-	}
-}
-
-// validate reads the settings, naming each one at fault.
-func (f *consoleFlags) validate() error {
-	switch strings.ToLower(*f.on) {
-	case "on", "true", "1", "yes":
-		f.enabled = true
+// consoleFrom reads the console's settings (each validated by the
+// catalogue) and its key file, naming the setting at fault.
+func consoleFrom(f *settings.Flags) (*consoleFlags, error) {
+	c := &consoleFlags{secure: f.Bool(settings.ConsoleSecureCookies), ttl: f.Duration(settings.ConsoleSessionTTL)}
+	switch strings.ToLower(f.Text(settings.Console)) {
 	case "off", "false", "0", "no":
-		return nil
-	default:
-		return fmt.Errorf("OPLEDGER_CONSOLE / --console %q: want on or off", *f.on)
+		return c, nil
 	}
-	var errs []error
-	if *f.ttl < time.Minute || *f.ttl > console.MaxSessionTTL {
-		errs = append(errs, fmt.Errorf("--console-session-ttl %s: want 1m to %s", *f.ttl, console.MaxSessionTTL))
-	}
-	if *f.keyFile != "" {
-		raw, err := os.ReadFile(*f.keyFile)
+	c.enabled = true
+	if file := f.Text(settings.ConsoleKey); file != "" {
+		raw, err := os.ReadFile(file)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("OPLEDGER_CONSOLE_KEY_FILE / --console-key: %w", err))
-		} else if f.key, err = base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw))); err != nil || len(f.key) < console.MinKeyLength {
-			errs = append(errs, fmt.Errorf("OPLEDGER_CONSOLE_KEY_FILE / --console-key %s: want base64 of at least %d random bytes (e.g. head -c 32 /dev/urandom | base64)",
-				*f.keyFile, console.MinKeyLength))
+			return c, fmt.Errorf("%s: %w", f.Name(settings.ConsoleKey), err)
+		}
+		if c.key, err = base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw))); err != nil || len(c.key) < console.MinKeyLength {
+			return c, fmt.Errorf("%s %s: want base64 of at least %d random bytes (e.g. head -c 32 /dev/urandom | base64)",
+				f.Name(settings.ConsoleKey), file, console.MinKeyLength)
 		}
 	}
-	return errors.Join(errs...)
+	return c, nil
 }
 
 // consoleDeps is what the console reads and acts through: serve's own
@@ -116,7 +101,7 @@ func (f *consoleFlags) mount(api *httpapi.Server, d consoleDeps) (func(), error)
 	}
 	ui, err := console.New(console.Config{
 		Reads: reads, Ledger: d.ledger, Tokens: d.tokens, DeadLetters: dead, SetAside: d.setAside, Health: health,
-		SessionKey: f.key, SessionTTL: *f.ttl, SecureCookies: *f.secure, Logger: d.log,
+		SessionKey: f.key, SessionTTL: f.ttl, SecureCookies: f.secure, Logger: d.log,
 	})
 	if err != nil {
 		closeDead()

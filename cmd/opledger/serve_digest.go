@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/audit"
 	"opledger/eventstore"
 )
@@ -28,12 +28,13 @@ type digestFlags struct {
 	now func() time.Time
 }
 
-func addDigestFlags(fs *flag.FlagSet) *digestFlags {
-	f := &digestFlags{}
-	fs.StringVar(&f.every, "digest-every", env("OPLEDGER_DIGEST_EVERY", ""), "sign a digest of the log this often, e.g. 1h (default: never) [OPLEDGER_DIGEST_EVERY]")
-	fs.StringVar(&f.dir, "digest-dir", env("OPLEDGER_DIGEST_DIR", ""), "directory scheduled digests are written to [OPLEDGER_DIGEST_DIR]")
-	fs.StringVar(&f.keyFile, digestKeyFlag, env(digestKeyEnv, ""), "file holding the base64 Ed25519 seed that signs digests (not the capability key) ["+digestKeyEnv+"]")
-	return f
+// digestSettings are serve's settings of scheduled digests.
+var digestSettings = []*settings.Setting{settings.DigestEvery, settings.DigestDir, settings.DigestKey}
+
+// digestsFrom reads and checks serve's digest settings.
+func digestsFrom(f *settings.Flags) (*digestFlags, error) {
+	d := &digestFlags{every: f.Text(settings.DigestEvery), dir: f.Text(settings.DigestDir), keyFile: f.Text(settings.DigestKey)}
+	return d, d.validate()
 }
 
 // validate checks the settings, naming each one at fault.

@@ -37,15 +37,15 @@ func readiness(pool *pgxpool.Pool, storeCheck func(context.Context) error) func(
 // serveStatus wires httpapi.Status for serve: the supervisor's roles, the
 // relays' lag (when the relay runs here), the Postgres queue's depth (on the
 // Postgres-only transport) and the set-aside counts.
-func serveStatus(sup *supervisor, pool *pgxpool.Pool, relays []*transport.Relay, tf *transportFlags, s serveSettings) (httpapi.Status, error) {
+func serveStatus(sup *supervisor, pool *pgxpool.Pool, relays []*transport.Relay, schema string, s serveSettings) (httpapi.Status, error) {
 	st := httpapi.Status{Roles: sup.statuses}
-	aside, err := pgqueue.NewSetAside(pool, tf.schema)
+	aside, err := pgqueue.NewSetAside(pool, schema)
 	if err != nil {
 		return st, err
 	}
 	st.SetAside = aside.Counts
 	if s.brokers == nil { // the Postgres-only transport: its queue is ours to count
-		q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: tf.schema, WorkerID: "serve-metrics"})
+		q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: schema, WorkerID: "serve-metrics"})
 		if err != nil {
 			return st, err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/setaside"
 )
 
@@ -44,37 +45,31 @@ func runSetAside(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var synopsis string
 	switch sub {
 	case "list":
-		synopsis = "list [--role R] [--all] [--limit N] [--json]"
+		synopsis = "[--role R] [--all] [--limit N] [--json] [flags]"
 	case "release":
-		synopsis = "release [flags] ROLE ITEM"
+		synopsis = "ROLE ITEM [flags]"
 	default:
 		fmt.Fprintf(stderr, "opledger set-aside: unknown subcommand %q\n\n%s\n", sub, setAsideUsage)
 		return 2
 	}
-	fs := flags("set-aside "+sub, synopsis, stderr)
-	db := dbFlags(fs)
-	schema := fs.String("transport-schema", transportSchemaDefault(), "schema of the transport tables, where set_aside lives [OPLEDGER_TRANSPORT_SCHEMA]")
+	f := newFlags("set-aside "+sub, synopsis, stderr)
+	f.Bind(settings.DatabaseURL, settings.TransportSchema)
 	var (
-		role    string
-		all     bool
-		limit   int
-		asJSON  bool
-		operand []string
+		role   string
+		all    bool
+		limit  int
+		asJSON bool
 	)
 	if sub == "list" {
-		fs.StringVar(&role, "role", "", "only this loop's items: "+roleNames())
-		fs.BoolVar(&all, "all", false, "also the items still being retried (not yet set aside)")
-		fs.IntVar(&limit, "limit", setaside.DefaultListLimit, fmt.Sprintf("at most this many items (1..%d)", setaside.MaxListLimit))
-		fs.BoolVar(&asJSON, "json", false, "one JSON object per item, as GET /v1/set-aside answers them")
+		f.Local().StringVar(&role, "role", "", "only this loop's items: "+roleNames())
+		f.Local().BoolVar(&all, "all", false, "also the items still being retried (not yet set aside)")
+		f.Local().IntVar(&limit, "limit", setaside.DefaultListLimit, fmt.Sprintf("at most this many items (1..%d)", setaside.MaxListLimit))
+		f.Local().BoolVar(&asJSON, "json", false, "one JSON object per item, as GET /v1/set-aside answers them")
 	}
-	// ROLE ITEM may come before the flags or after them.
-	for sub == "release" && len(args) > 0 && !strings.HasPrefix(args[0], "-") && len(operand) < 2 {
-		operand, args = append(operand, args[0]), args[1:]
-	}
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
-	operand = append(operand, fs.Args()...)
+	operand := f.Args()
 	cmd := "set-aside " + sub
 	switch {
 	case sub == "list" && len(operand) > 0:
@@ -88,15 +83,16 @@ func runSetAside(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case sub == "release" && !setaside.Role(operand[0]).Known():
 		return fail(stderr, cmd, fmt.Errorf("role %q: want one of %s", operand[0], roleNames()))
 	}
+	db := dbFrom(f)
 	pool, err := db.pool(ctx)
 	if err != nil {
 		return fail(stderr, cmd, err)
 	}
 	defer pool.Close()
-	if err := pgqueue.CheckSchema(ctx, pool, *schema); err != nil {
-		return fail(stderr, cmd, fmt.Errorf("%w (run 'opledger migrate')", err))
+	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil {
+		return fail(stderr, cmd, schemaError(db, err, pgqueue.ErrSchemaOutdated))
 	}
-	store, err := pgqueue.NewSetAside(pool, *schema)
+	store, err := pgqueue.NewSetAside(pool, db.transport)
 	if err != nil {
 		return fail(stderr, cmd, err)
 	}

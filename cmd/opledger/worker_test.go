@@ -23,16 +23,25 @@ func TestWorkerRefusesBadSettings(t *testing.T) {
 		want string
 	}{
 		{[]string{"worker"}, "PROVIDER_URL"},
-		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--kafka-brokers", "nohost"}, "KAFKA_BROKERS"},
-		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--provider-profile", "stripe-v3"}, "PROVIDER_PROFILE"},
-		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--worker-id", "w 1"}, "worker id"},
-		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--concurrency", "0"}, "OPLEDGER_WORKER_CONCURRENCY"},
+		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--kafka-brokers", "nohost"}, "--kafka-brokers"},
+		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--provider-profile", "stripe-v3"}, "--provider-profile"},
+		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--worker-id", "w 1"}, "--worker-id"},
+		{[]string{"worker", "--provider-url", "http://127.0.0.1:1", "--concurrency", "0"}, "--concurrency"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(t.Context(), c.args, &stdout, &stderr)
 		require.Equal(t, 1, code, "%v", c.args)
 		require.Contains(t, stderr.String(), c.want, "%v", c.args)
 	}
+	// A bad variable is named as the variable, on one line.
+	t.Setenv("OPLEDGER_WORKER_CONCURRENCY", "0")
+	t.Setenv("KAFKA_BROKERS", "nohost")
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 1, run(t.Context(), []string{"worker", "--provider-url", "http://127.0.0.1:1"}, &stdout, &stderr))
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	require.Len(t, lines, 2, stderr.String())
+	require.Contains(t, stderr.String(), `opledger worker: OPLEDGER_WORKER_CONCURRENCY "0": want a whole number from 1 to 64`)
+	require.Contains(t, stderr.String(), `opledger worker: KAFKA_BROKERS "nohost": kafka broker "nohost": want host:port`)
 }
 
 // `opledger dlq` on the Postgres-only transport: list shows a dead letter

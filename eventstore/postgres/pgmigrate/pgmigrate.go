@@ -234,7 +234,7 @@ func (s Set) Check(ctx context.Context, db Querier, schema string) error {
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (pgErr.Code == sqlstateUndefinedTable || pgErr.Code == sqlstateInvalidSchemaName) {
-			return fmt.Errorf("%s: %w: never migrated: run migrate", op, outdated)
+			return fmt.Errorf("%s: %w: never migrated", op, outdated)
 		}
 		return s.interpret(op, err)
 	}
@@ -245,7 +245,7 @@ func (s Set) Check(ctx context.Context, db Querier, schema string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%s: %w: missing migrations %s: run migrate", op, outdated, strings.Join(missing, ", "))
+		return fmt.Errorf("%s: %w: missing migrations %s", op, outdated, strings.Join(missing, ", "))
 	}
 	return nil
 }
