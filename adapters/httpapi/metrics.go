@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"cmp"
 	"context"
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,28 +137,12 @@ func (m *Metrics) addSurface() {
 }
 
 // buildInfo is opledger_build_info{version,revision,go_version} 1, from the
-// binary's build information.
+// binary's build information (Build, which `opledger version` prints too).
 func buildInfo() prometheus.Collector {
-	version, revision, goVersion := "unknown", "unknown", runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = cmp.Or(bi.Main.Version, version)
-		goVersion = cmp.Or(bi.GoVersion, goVersion)
-		modified := false
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				revision = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if modified && revision != "unknown" {
-			revision += "-dirty"
-		}
-	}
+	b := Build()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "opledger_build_info", Help: "The binary's version, VCS revision and Go version; always 1.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "go_version": goVersion},
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.RevisionLabel(), "go_version": b.GoVersion},
 	})
 	g.Set(1)
 	return g
