@@ -117,7 +117,9 @@ func (c *SourceCourier) Carry(ctx context.Context, wk *worker.Worker, r Refund, 
 		if err != nil {
 			return worker.Result{}, errors.New("courier: nothing to resubmit yet")
 		}
-		id := domain.MessageID("MSG-RESUBMIT-" + string(req.MessageID))
+		// The id `opledger dlq resubmit` would give a copy (docs/transport.md):
+		// MSG-R- and a UUIDv5, here of the copied message's id.
+		id := transport.ResubmissionMessageID(string(req.MessageID))
 		if err := c.Publisher.Publish(ctx, []transport.Outbound{{
 			Topic: transport.TopicRefundRequests, Key: string(last.Key), MessageID: string(id),
 			Value: transport.WithMessageID(last.Value, id), Headers: map[string]string{transport.HeaderMessageID: string(id)},

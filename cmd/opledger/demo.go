@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/adapters/harness"
@@ -79,16 +80,26 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(pipe)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	stopping := context.AfterFunc(ctx, func() { fmt.Fprintf(stderr, "opledger demo: %v: stopping and cleaning up\n", context.Cause(ctx)) })
+	defer stopping() // registered after cancel: runs first, so a demo that ends by itself says nothing of stopping
 	out := &demoOutput{w: stdout, cancel: cancel}
 
 	code, err := demo(ctx, f, demoOptions{inMemory: *inMemory, keep: *keep, brokers: brokers}, out, newQuietLogger(stderr))
+	cleaned := "dropped what it made"
+	if *keep {
+		cleaned = "its schemas stay (--keep)"
+	}
 	switch {
 	case errors.Is(context.Cause(ctx), errStdoutClosed):
-		fmt.Fprintln(stderr, "opledger demo: stdout was closed; stopped, and dropped what it made")
+		fmt.Fprintf(stderr, "opledger demo: stdout was closed; stopped, and %s\n", cleaned)
 		return 141 // as a death by SIGPIPE would say
 	case ctx.Err() != nil:
-		fmt.Fprintln(stderr, "opledger demo: interrupted; stopped, and dropped what it made")
-		return 130
+		var sig signalled
+		if !errors.As(context.Cause(ctx), &sig) {
+			sig = signalled{os.Interrupt}
+		}
+		fmt.Fprintf(stderr, "opledger demo: %v; %s\n", sig, cleaned)
+		return sig.exitCode()
 	case err != nil:
 		return fail(stderr, "demo", err)
 	}
@@ -169,7 +180,7 @@ func demo(ctx context.Context, f *settings.Flags, o demoOptions, stdout io.Write
 
 // errStdoutClosed is the demo's cause of cancellation when its stdout
 // is closed.
-var errStdoutClosed = errors.New("stdout closed")
+var errStdoutClosed = errors.New("stdout was closed")
 
 // demoOutput is the demo's stdout: its first failed write (the reader went
 // away: EPIPE) stops the demo, and the writes after it are dropped.
@@ -402,25 +413,32 @@ func (e *demoEnv) closeSchemas() {
 // story appends a handful of events, which it folds within milliseconds.
 const maxCatchUp = 30 * time.Second
 
-// catchUp waits until the projector's checkpoint reaches the log's head,
-// so that the read models (and SQL on them, with --keep) hold the whole
-// story, Friday's refused copy included.
+// catchUp waits until the projector has folded every event of the demo's
+// store (the demo is its only writer), so that the read models (and SQL on
+// them, with --keep) hold the whole story, Friday's refused copy included.
+// It counts the stored events rather than asking the store's head: the head
+// stops below any transaction open anywhere on the server, and may not yet
+// show the story's last events.
 func (e *demoEnv) catchUp(ctx context.Context, stdout io.Writer) error {
 	if e.stack == nil {
 		return nil
 	}
+	var stored int64
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{e.storeSchema, "events"}.Sanitize()).Scan(&stored); err != nil {
+		return fmt.Errorf("count the demo's events: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, maxCatchUp)
 	defer cancel()
 	for { // bounded by maxCatchUp
-		lag, err := projections.MeasureLag(ctx, e.pool, e.store, projections.LagOptions{Schema: e.rm})
-		if err == nil && lag.Events == 0 {
-			fmt.Fprintf(stdout, "\nthe read models have caught up: %d events folded, through position %s\n", lag.Checkpoint.EventsApplied, lag.Checkpoint.Text)
+		cp, err := projections.ReadCheckpoint(ctx, e.pool, e.store, e.rm, "")
+		if err == nil && cp.EventsApplied >= stored {
+			fmt.Fprintf(stdout, "\nthe read models have caught up: %d events folded, through position %s\n", cp.EventsApplied, cp.Text)
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			if context.Cause(ctx) == context.DeadlineExceeded && err == nil {
-				return fmt.Errorf("the projector did not catch up within %s: %d events behind", maxCatchUp, lag.Events)
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) && err == nil {
+				return fmt.Errorf("the projector did not catch up within %s: %d of %d events folded", maxCatchUp, cp.EventsApplied, stored)
 			}
 			return errors.Join(ctx.Err(), err)
 		case <-time.After(20 * time.Millisecond):
@@ -441,7 +459,7 @@ func (e *demoEnv) printKept(stdout io.Writer) {
 	fmt.Fprintf(stdout, "  opledger audit verify --store-schema %s%s\n", e.storeSchema, e.urlFlag)
 	fmt.Fprintln(stdout, "    (verify exits 1: the demonstration's forgery is in this log, on purpose)")
 	fmt.Fprintln(stdout, sql("SELECT kind, reason, message_id, capability_id FROM "+e.rm+".evidence ORDER BY event_seq"))
-	fmt.Fprintln(stdout, sql("SELECT operation_id, state FROM "+e.rm+".operations"))
+	fmt.Fprintln(stdout, sql("SELECT id, state, attempt FROM "+e.rm+".operations"))
 	fmt.Fprintf(stdout, "  opledger projections list --schema %s%s\n", e.rm, e.urlFlag)
 	if strings.Contains(e.psqlURL, "xxxxx") {
 		fmt.Fprintln(stdout, "  (the password is shown as xxxxx: put yours back)")

@@ -128,9 +128,11 @@ func TestTokensCommand(t *testing.T) {
 
 	out.Reset()
 	require.Equal(t, 0, runTokensFrom(strings.NewReader(""), []string{"new", "operator", "olga"}, &out, &errOut), errOut.String())
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 4)
-	token, line := lines[1], lines[3]
+	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+	require.Len(t, lines, 3, "the token, with what it is, on stderr")
+	token, line := lines[1], strings.TrimSpace(out.String())
+	require.Equal(t, 1, strings.Count(out.String(), "\n"), "stdout is the line alone: '>> tokens' appends just it")
+	require.NotContains(t, out.String(), token)
 	tokens, err := httpapi.ParseTokens(strings.NewReader(line+"\n"), "new")
 	require.NoError(t, err)
 	require.Empty(t, tokens.PlainLines())

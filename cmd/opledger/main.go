@@ -45,10 +45,28 @@ func register(name, summary string, run func(ctx context.Context, args []string,
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGINT and SIGTERM end the command's context with the signal as its
+	// cause; later ones are caught and ignored, so that cleaning up is not
+	// cut short.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() { cancel(signalled{<-sigs}) }()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
 	os.Exit(code)
+}
+
+// signalled is the cause of a context a signal ended.
+type signalled struct{ os.Signal }
+
+func (s signalled) Error() string { return "stopped by " + s.String() }
+
+// exitCode is the shell's code for a death by the signal: 128 + its number.
+func (s signalled) exitCode() int {
+	if n, ok := s.Signal.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 130
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

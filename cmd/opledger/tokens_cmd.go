@@ -18,7 +18,8 @@ func init() {
 
 const tokensUsage = `usage: opledger tokens <new|hash> ROLE [NAME]
 
-  new ROLE [NAME]    make a random token; print it (once: it is stored nowhere) and its line
+  new ROLE [NAME]    make a random token: the token on stderr (once: it is stored nowhere), its
+                     line on stdout (opledger tokens new worker fleet-1 >> tokens)
   hash ROLE [NAME]   read a token from stdin and print its line
 
 A line is 'ROLE sha256:DIGEST [NAME]' (roles: agent, worker, operator, auditor, analyst).
@@ -58,7 +59,10 @@ func runTokensFrom(stdin io.Reader, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return fail(stderr, "tokens new", err)
 		}
-		fmt.Fprintf(stdout, "# the token, for the caller (shown once, stored nowhere):\n%s\n# its line in the tokens file (then SIGHUP serve):\n%s\n", token, line)
+		// The line alone on stdout, so that '>> tokens' appends just it; the
+		// token on stderr, for the person at the terminal.
+		fmt.Fprintf(stderr, "# the token, for the caller (shown once, stored nowhere):\n%s\n# its line, on stdout: append it to the tokens file, then SIGHUP serve\n", token)
+		fmt.Fprintln(stdout, line)
 		return 0
 	case "hash":
 		token, err := readToken(stdin)
