@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"opledger/adapters/simworld"
+	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/simbug"
 )
 
@@ -20,38 +21,38 @@ func init() {
 }
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flags("sim", "[--seed S] [--schedules N] [--ops K] [--faults LIST] [--store memory|postgres] | --replay SPEC", stderr)
-	seedText := fs.String("seed", env("OPLEDGER_SIM_SEED", ""), "seed of the sweep (default: a random one, printed) [OPLEDGER_SIM_SEED]")
+	f := newFlags("sim", "[--seed S] [--schedules N] [--ops K] [--faults LIST] [--store memory|postgres] | --replay SPEC", stderr)
+	f.Bind(settings.SimSeed, settings.SimStore, settings.DatabaseURL)
+	fs := f.Local()
 	schedules := fs.Int("schedules", 1000, "schedules to run")
 	ops := fs.Int("ops", 4, "refund operations per schedule")
 	steps := fs.Int("steps", 0, "scheduler steps of each schedule's chaos phase (0: 40 + 30 per operation)")
 	faults := fs.String("faults", "all", "fault kinds a schedule may inject: all, none, a comma list; 'store-*' takes a prefix, '-kind' removes one")
-	store := fs.String("store", env("OPLEDGER_SIM_STORE", "memory"), "event store of each schedule: memory, or postgres (a fresh schema per schedule at DATABASE_URL) [OPLEDGER_SIM_STORE]")
-	dbURL := fs.String("database-url", env("DATABASE_URL", defaultDatabaseURL), "PostgreSQL for --store postgres [DATABASE_URL]")
 	replay := fs.String("replay", "", "run the one schedule SPEC (as a violation report prints it) and print its timeline")
 	timeline := fs.Bool("timeline", false, "with --replay: print the timeline even when the schedule passes")
 	plantText := fs.String("plant", "", "plant a known bug for the sweep (a binary built with -tags simbugs only): "+bugNames())
 	parallel := fs.Int("parallel", 0, "schedules at once (0: one per CPU)")
 	noShrink := fs.Bool("no-shrink", false, "report the first violation as found, without shrinking it")
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := f.Parse(args); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		return fail(stderr, "sim", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	if len(f.Args()) > 0 {
+		return fail(stderr, "sim", fmt.Errorf("unexpected argument %q", f.Arg(0)))
 	}
+	seedText, store, dbURL := f.Text(settings.SimSeed), f.Text(settings.SimStore), f.Text(settings.DatabaseURL)
 	var opts simworld.Options
 	storeFlag := ""
-	switch *store {
+	switch store {
 	case "memory":
 	case "postgres":
-		factory, closeStores, err := simworld.PostgresStores(ctx, *dbURL)
+		factory, closeStores, err := simworld.PostgresStores(ctx, dbURL)
 		if err != nil {
 			return fail(stderr, "sim", err)
 		}
 		defer closeStores()
 		opts.Store, storeFlag = factory, " --store postgres"
 	default:
-		return fail(stderr, "sim", fmt.Errorf("--store %q: want memory or postgres", *store))
+		return fail(stderr, "sim", f.Invalid(settings.SimStore, "want memory or postgres"))
 	}
 	if *replay != "" {
 		return simReplay(ctx, *replay, *timeline, opts, storeFlag, stdout, stderr)
@@ -67,7 +68,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if bug != "" && !simbug.Enabled {
 		return fail(stderr, "sim", errors.New("--plant needs a binary built with -tags simbugs (go run -tags simbugs ./cmd/opledger sim ...)"))
 	}
-	seed, err := simSeed(*seedText)
+	seed, err := simSeed(seedText)
 	if err != nil {
 		return fail(stderr, "sim", err)
 	}

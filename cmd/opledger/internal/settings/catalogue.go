@@ -162,6 +162,13 @@ var (
 	Operator = &Setting{Flag: "operator", Env: "OPLEDGER_OPERATOR", DefaultFunc: func() string { return os.Getenv("USER") }, DefaultDoc: "$USER", Arg: "NAME",
 		Help: "who resubmits dead letters, recorded with each resubmission"}
 
+	// The deterministic simulator (opledger sim, docs/simulation.md).
+
+	SimSeed = &Setting{Flag: "seed", Env: "OPLEDGER_SIM_SEED", Arg: "S", DefaultDoc: "random, printed",
+		Help: "seed of sim's sweep (a schedule's seed, for --replay, is in its spec)"}
+	SimStore = &Setting{Flag: "store", Env: "OPLEDGER_SIM_STORE", Default: "memory", Arg: "memory|postgres",
+		Help: "event store of each sim schedule: memory, or postgres (a fresh schema per schedule at DATABASE_URL)", Check: oneOf("memory", "postgres")}
+
 	// Logs and traces.
 
 	LogLevel = &Setting{Flag: "log-level", Env: "OPLEDGER_LOG_LEVEL", Default: "info", Arg: "LEVEL",
@@ -183,6 +190,7 @@ var All = []*Setting{
 	ProviderSimListen,
 	DigestKey, DigestPublicKey, DigestEvery, DigestDir,
 	Operator,
+	SimSeed, SimStore,
 	LogLevel, OTLPEndpoint,
 }
 
