@@ -185,11 +185,18 @@ func (m *Metrics) ObserveReconcile(steps []recovery.Step) {
 }
 
 // ObserveSend implements provider.Observer: it counts each send by kind and
-// outcome and records its latency.
+// outcome and records its latency. A read (lookup, retrieve) the provider
+// answered is "found" or "not_found"; one it did not answer is Unknown or
+// NotApplied, as a creation would be.
 func (m *Metrics) ObserveSend(_ context.Context, s provider.Send) {
 	outcome := string(s.Outcome)
-	if outcome == "" {
+	switch {
+	case outcome == "":
 		outcome = "none"
+	case s.Kind != provider.SendCreate && s.Outcome == domain.Completed && s.NotFound:
+		outcome = "not_found"
+	case s.Kind != provider.SendCreate && s.Outcome == domain.Completed:
+		outcome = "found"
 	}
 	m.providerSends.WithLabelValues(string(s.Kind), outcome).Inc()
 	m.providerLatency.WithLabelValues(string(s.Kind)).Observe(s.Latency.Seconds())

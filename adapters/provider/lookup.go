@@ -24,10 +24,10 @@ func (c *Client) LookupByReference(ctx context.Context, op domain.OperationID) (
 		return nil, fmt.Errorf("look up by reference: profile %s: %w", c.profile.Name, domain.ErrReadUnsupported)
 	}
 	var effects []domain.ProviderEffect
-	err := c.read(ctx, Send{Kind: SendLookup, OperationID: op}, c.target(path), func(status int, body []byte) (string, readVerdict) {
+	err := c.read(ctx, Send{Kind: SendLookup, OperationID: op}, c.target(path), func(status int, body []byte) (string, bool, readVerdict) {
 		var v readVerdict
 		effects, v = c.wire.readLookup(op, status, body)
-		return fmt.Sprintf("%d effects", len(effects)), v
+		return fmt.Sprintf("%d effects", len(effects)), len(effects) > 0, v
 	})
 	if err != nil {
 		return nil, fmt.Errorf("look up effects of %s: %w", op, err)
@@ -52,13 +52,13 @@ func (c *Client) RetrieveByKey(ctx context.Context, key domain.IdempotencyKey) (
 		effect domain.ProviderEffect
 		found  bool
 	)
-	err := c.read(ctx, Send{Kind: SendRetrieve, IdempotencyKey: key}, c.target(path), func(status int, body []byte) (string, readVerdict) {
+	err := c.read(ctx, Send{Kind: SendRetrieve, IdempotencyKey: key}, c.target(path), func(status int, body []byte) (string, bool, readVerdict) {
 		var v readVerdict
 		effect, found, v = c.wire.readRetrieve(key, status, body)
 		if !found {
-			return "none under the key", v
+			return "none under the key", false, v
 		}
-		return fmt.Sprintf("%s: %s", effect.Reference, effect.State), v
+		return fmt.Sprintf("%s: %s", effect.Reference, effect.State), true, v
 	})
 	if err != nil {
 		return domain.ProviderEffect{}, false, fmt.Errorf("retrieve by key %s: %w", key, err)
@@ -67,8 +67,9 @@ func (c *Client) RetrieveByKey(ctx context.Context, key domain.IdempotencyKey) (
 }
 
 // read asks target with GET until an answer parses or a failure is not
-// worth another try, at most MaxAttempts times; every try is reported as s.
-func (c *Client) read(ctx context.Context, s Send, target string, parse func(status int, body []byte) (string, readVerdict)) error {
+// worth another try, at most MaxAttempts times; every try is reported as s
+// (parse says whether the answer held what was asked for).
+func (c *Client) read(ctx context.Context, s Send, target string, parse func(status int, body []byte) (string, bool, readVerdict)) error {
 	header := c.baseHeader()
 	var lastErr error
 	for attempt := 1; attempt <= c.cfg.MaxAttempts; attempt++ {
@@ -83,17 +84,17 @@ func (c *Client) read(ctx context.Context, s Send, target string, parse func(sta
 		start := c.cfg.Now()
 		x := c.exchange(ctx, http.MethodGet, target, nil, header)
 		var v readVerdict
-		detail := ""
+		detail, found := "", false
 		if x.fail != nil {
 			v = readVerdict{err: errors.New(x.fail.detail), retryable: x.fail.retryable}
 		} else {
-			detail, v = parse(x.status, x.body)
+			detail, found, v = parse(x.status, x.body)
 		}
 		sent := s
 		sent.Attempt, sent.Outcome, sent.StatusCode, sent.Retryable = attempt, domain.Completed, x.status, v.retryable
-		sent.Latency, sent.Detail = c.cfg.Now().Sub(start), detail
+		sent.Latency, sent.Detail, sent.NotFound = c.cfg.Now().Sub(start), detail, !found
 		if v.err != nil {
-			sent.Outcome, sent.Detail = domain.Unknown, v.err.Error()
+			sent.Outcome, sent.Detail, sent.NotFound = domain.Unknown, v.err.Error(), false
 			if x.fail != nil {
 				sent.Outcome, sent.StatusCode = x.fail.outcome, x.fail.status
 			}

@@ -36,6 +36,15 @@ func TestLookupFindsRefundsByOperation(t *testing.T) {
 	e.requireLedger(2, 2, 2)
 	require.Equal(t, 1, e.sim.Ledger().ByOperation["OP-1"].Lookups)
 	require.Equal(t, 1, e.sim.Ledger().ByOperation["OP-3"].Lookups)
+
+	var found, notFound []bool
+	for _, s := range e.sends.all() {
+		if s.Kind == provider.SendLookup {
+			found, notFound = append(found, s.Outcome == domain.Completed), append(notFound, s.NotFound)
+		}
+	}
+	require.Equal(t, []bool{true, true}, found, "both lookups were answered")
+	require.Equal(t, []bool{false, true}, notFound, "the observer is told the second found nothing")
 }
 
 func TestLookupFailuresAreErrors(t *testing.T) {

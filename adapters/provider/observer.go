@@ -14,6 +14,7 @@ type Send struct {
 	IdempotencyKey domain.IdempotencyKey // empty for lookups by reference
 	Attempt        int                   // 1-based
 	Outcome        domain.Outcome        // for reads: Completed when answered, else Unknown or NotApplied
+	NotFound       bool                  // a read answered, as documented, that the provider holds nothing asked for
 	StatusCode     int                   // 0 when no response arrived
 	Replayed       bool                  // the provider answered Idempotent-Replayed: true
 	Retryable      bool                  // the client would resend after this result
