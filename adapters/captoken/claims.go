@@ -46,13 +46,16 @@ type payload struct {
 	Cap string `json:"cap"`
 	Op  string `json:"op"`
 	Att int    `json:"att"`
-	Exp string `json:"exp"` // RFC 3339 with nanoseconds, UTC
+	Exp string `json:"exp"` // RFC 3339, UTC (fractional seconds only in tokens of earlier builds)
 }
 
 // ClaimsFor returns the claims of a capability issued on operation op (the
-// signer fills in its key id).
+// signer fills in its key id). Its expiry is the capability's to the second,
+// rounded down: a token never says its capability lives longer than the
+// ledger's record, which alone decides (the claim checks the record, not
+// the token). Tokens of earlier builds carry nanoseconds and still verify.
 func ClaimsFor(op domain.OperationID, ev domain.CapabilityIssued) Claims {
-	return Claims{Version: Version, CapabilityID: ev.CapabilityID, OperationID: op, Attempt: ev.Attempt, ExpiresAt: ev.ExpiresAt}
+	return Claims{Version: Version, CapabilityID: ev.CapabilityID, OperationID: op, Attempt: ev.Attempt, ExpiresAt: ev.ExpiresAt.UTC().Truncate(time.Second)}
 }
 
 // validate checks claims before they are signed or after they are read.
