@@ -215,15 +215,18 @@ func (s *system) simLedger(op string) (requests, refunds int) {
 	return c.RequestsReceived, c.RefundsCreated
 }
 
-// refund is what an HTTP worker does once Claimed: POST to the provider with
-// the key the ledger gave it, amounts from the ledger.
+// refund is what an HTTP worker does once Claimed, by docs/api.md's recipe
+// ("A worker in any language"): POST to the provider with the key the
+// ledger gave it, amounts from the ledger, our reference and the key in the
+// metadata.
 func (s *system) refund(claim reply) string {
 	s.t.Helper()
 	form := url.Values{
-		"amount":                 {fmt.Sprint(int64(claim.body["amount_minor"].(float64)))},
-		"currency":               {claim.body["currency"].(string)},
-		"order":                  {claim.body["order_id"].(string)},
-		"metadata[operation_id]": {claim.body["operation_id"].(string)},
+		"amount":                    {fmt.Sprint(int64(claim.body["amount_minor"].(float64)))},
+		"currency":                  {strings.ToLower(claim.body["currency"].(string))},
+		"order":                     {claim.body["order_id"].(string)},
+		"metadata[operation_id]":    {claim.body["operation_id"].(string)},
+		"metadata[idempotency_key]": {claim.body["idempotency_key"].(string)},
 	}
 	req, err := http.NewRequest("POST", "http://"+s.sim+"/v1/refunds", strings.NewReader(form.Encode()))
 	require.NoError(s.t, err)
