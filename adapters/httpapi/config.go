@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"opledger/adapters/provider"
 	"opledger/domain"
 	"opledger/domain/clock"
@@ -90,6 +93,10 @@ type Config struct {
 	// Status is what /readyz and /metrics report of the roles running
 	// beside the API (see Status).
 	Status Status
+	// Tracing makes a server span of every request (a child of the
+	// caller's, from a W3C traceparent header); the ledger's spans are its
+	// children. Default: a no-op provider.
+	Tracing trace.TracerProvider
 }
 
 func (c *Config) setDefaults() {
@@ -109,6 +116,9 @@ func (c *Config) setDefaults() {
 	if c.SetAside == nil {
 		c.Logger.Warn("httpapi: no set-aside store configured: /v1/set-aside shows an empty in-memory store")
 		c.SetAside = &setaside.Memory{}
+	}
+	if c.Tracing == nil {
+		c.Tracing = noop.NewTracerProvider()
 	}
 }
 

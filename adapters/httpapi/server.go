@@ -124,6 +124,7 @@ func (s *Server) handle(pattern string, roles []Role, h handlerFunc) {
 				message: fmt.Sprintf("role %s may not %s %s", who.Role, method, path)})
 			return
 		}
+		annotateSpan(r, who) // trace.go: the route's id and the caller's role
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CommandTimeout)
 		defer cancel()
 		rep, err := h(w, r.WithContext(ctx), who)
@@ -157,12 +158,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w}
 	rec.Header().Set("X-Request-Id", info.id)
 	h, pattern := s.mux.Handler(r)
+	r, span := s.startSpan(r, pattern) // trace.go
+	defer span.End()
 	if pattern == "" {
 		s.notRouted(rec, r, h)
 		pattern = "unmatched"
 	} else {
 		s.mux.ServeHTTP(rec, r)
 	}
+	endSpan(span, rec, info)
 	s.logRequest(r, rec, info, pattern, time.Since(start))
 }
 

@@ -232,24 +232,24 @@ func (x *ExportClient) LookupByReference(ctx context.Context, op domain.Operatio
 	c := x.c
 	var effects []domain.ProviderEffect
 	target := c.target("/v1/export_deliveries?" + url.Values{metaOperationID: {string(op)}}.Encode())
-	err := c.read(ctx, Send{Kind: SendLookup, OperationID: op}, target, func(status int, body []byte) (string, readVerdict) {
+	err := c.read(ctx, Send{Kind: SendLookup, OperationID: op}, target, func(status int, body []byte) (string, bool, readVerdict) {
 		if status != http.StatusOK {
-			return "", statusVerdict(status, describeExportError(status, "", ""))
+			return "", false, statusVerdict(status, describeExportError(status, "", ""))
 		}
 		var page struct {
 			Data []exportDeliveryObject `json:"data"`
 		}
 		if err := json.Unmarshal(body, &page); err != nil || page.Data == nil {
-			return "", readVerdict{err: fmt.Errorf("unreadable list of deliveries")}
+			return "", false, readVerdict{err: fmt.Errorf("unreadable list of deliveries")}
 		}
 		effects = effects[:0]
 		for _, d := range page.Data {
 			if d.ID == "" || d.OperationID != string(op) {
-				return "", readVerdict{err: fmt.Errorf("a delivery %q of operation %q answered for %s", d.ID, d.OperationID, op)}
+				return "", false, readVerdict{err: fmt.Errorf("a delivery %q of operation %q answered for %s", d.ID, d.OperationID, op)}
 			}
 			effects = append(effects, d.effect())
 		}
-		return fmt.Sprintf("%d deliveries", len(effects)), readVerdict{}
+		return fmt.Sprintf("%d deliveries", len(effects)), len(effects) > 0, readVerdict{}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("look up deliveries of %s: %w", op, err)
@@ -269,25 +269,25 @@ func (x *ExportClient) RetrieveByKey(ctx context.Context, key domain.Idempotency
 		found  bool
 	)
 	target := c.target("/v1/export_deliveries/by-key/" + url.PathEscape(string(key)))
-	err := c.read(ctx, Send{Kind: SendRetrieve, IdempotencyKey: key}, target, func(status int, body []byte) (string, readVerdict) {
+	err := c.read(ctx, Send{Kind: SendRetrieve, IdempotencyKey: key}, target, func(status int, body []byte) (string, bool, readVerdict) {
 		var envelope exportErrorEnvelope
 		_ = json.Unmarshal(body, &envelope)
 		switch {
 		case status == http.StatusNotFound && envelope.Error != nil && envelope.Error.Code == exportErrNotFound:
 			found = false
-			return "none under the key", readVerdict{}
+			return "none under the key", false, readVerdict{}
 		case status != http.StatusOK:
-			return "", statusVerdict(status, describeExportError(status, codeOf(envelope.Error), messageOf(envelope.Error)))
+			return "", false, statusVerdict(status, describeExportError(status, codeOf(envelope.Error), messageOf(envelope.Error)))
 		}
 		var d exportDeliveryObject
 		if err := json.Unmarshal(body, &d); err != nil || d.ID == "" {
-			return "", readVerdict{err: errors.New("unreadable delivery")}
+			return "", false, readVerdict{err: errors.New("unreadable delivery")}
 		}
 		if d.IdempotencyKey != string(key) {
-			return "", readVerdict{err: fmt.Errorf("delivery %s was made under key %q, not %q", d.ID, d.IdempotencyKey, key)}
+			return "", false, readVerdict{err: fmt.Errorf("delivery %s was made under key %q, not %q", d.ID, d.IdempotencyKey, key)}
 		}
 		effect, found = d.effect(), true
-		return fmt.Sprintf("%s: %s", d.ID, effect.State), readVerdict{}
+		return fmt.Sprintf("%s: %s", d.ID, effect.State), true, readVerdict{}
 	})
 	if err != nil {
 		return domain.ProviderEffect{}, false, fmt.Errorf("retrieve delivery by key %s: %w", key, err)

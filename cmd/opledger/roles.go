@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/tracing"
 	"opledger/adapters/transport"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/ledger"
@@ -33,7 +35,7 @@ const maxReadyLag = 60 * time.Second
 // again after it returned (the supervisor restarts it); what must outlive
 // one run (the relay's publisher) is released by its close.
 func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store eventstore.Store,
-	lg *ledger.Handler, projector *projections.Projector, metrics *httpapi.Metrics, log *slog.Logger) ([]role, []*transport.Relay, error) {
+	lg *ledger.Handler, projector *projections.Projector, metrics *httpapi.Metrics, tp trace.TracerProvider, log *slog.Logger) ([]role, []*transport.Relay, error) {
 	var roles []role
 	var relays []*transport.Relay
 	index, err := projections.NewIndex(pool, db.viewSchema)
@@ -55,7 +57,7 @@ func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store ev
 		roles = append(roles, role{name: "sweeper", run: sw.Run})
 	}
 	if !s.disabled["reconciler"] {
-		r, err := reconcilerRole(s, lg, index, failing, metrics, log)
+		r, err := reconcilerRole(s, lg, index, failing, metrics, tp, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -86,7 +88,8 @@ func projectorHealth(p *projections.Projector) func(context.Context) error {
 	}
 }
 
-func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Index, failing setaside.Store, metrics *httpapi.Metrics, log *slog.Logger) (role, error) {
+func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Index, failing setaside.Store, metrics *httpapi.Metrics,
+	tp trace.TracerProvider, log *slog.Logger) (role, error) {
 	client, err := newProviderClient(s.profile, s.providerURL, log, metrics)
 	if err != nil {
 		return role{}, err
@@ -95,10 +98,10 @@ func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Inde
 	if err != nil {
 		return role{}, err
 	}
-	cfg := recovery.ReconcilerConfig{Ledger: lg, Index: index, Provider: client,
+	cfg := recovery.ReconcilerConfig{Ledger: lg, Index: index, Provider: tracing.Provider(client, tp),
 		Profile: s.profile, Logger: log, Interval: s.reconcileInterval, SetAside: failing}
 	if exports != nil {
-		cfg.Exports, cfg.ExportProfile = exports, exports.Profile()
+		cfg.Exports, cfg.ExportProfile = tracing.Exports(exports, tp), exports.Profile()
 	}
 	rc, err := recovery.NewReconciler(cfg)
 	if err != nil {
@@ -108,7 +111,9 @@ func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Inde
 		t := time.NewTicker(s.reconcileInterval)
 		defer t.Stop()
 		for {
-			steps, err := rc.ReconcileOnce(ctx)
+			rctx, end := tracing.Round(ctx, tp, "reconcile round") // the parent of its provider reads and ledger commands
+			steps, err := rc.ReconcileOnce(rctx)
+			end(len(steps), err)
 			metrics.ObserveReconcile(steps)
 			if err != nil && ctx.Err() == nil {
 				log.Warn("reconcile round failed", "err", err)

@@ -49,6 +49,7 @@ type serveSettings struct {
 	// exportURL the export-delivery service the reconciler reads.
 	enabledKinds []domain.OperationKind
 	exportURL    string
+	tracing      tracingConfig // tracing.go
 }
 
 // serveFlags binds serve's settings.
@@ -92,7 +93,7 @@ func serveConfig(f *settings.Flags) (serveSettings, error) {
 		dev: f.Bool(settings.Dev), testClock: f.Bool(settings.TestClock), disabled: map[string]bool{},
 		sweepInterval: f.Duration(settings.SweepInterval), reconcileInterval: f.Duration(settings.ReconcileInterval),
 		shutdownTimeout: f.Duration(settings.ShutdownTimeout), roleBackoff: f.Duration(settings.RoleBackoff),
-		roleMaxFailures: f.Int(settings.RoleMaxFailures)}
+		roleMaxFailures: f.Int(settings.RoleMaxFailures), tracing: tracingFrom(f, "opledger-serve")}
 	var errs []error
 	var err error
 	if s.profile, err = resolveProfile(f); err != nil {
@@ -187,6 +188,11 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil { // the relay's tables, and every role's set_aside
 		return schemaError(db, err, pgqueue.ErrSchemaOutdated)
 	}
+	tp, stopTracing, err := startTracing(ctx, s.tracing, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	lg, err := ledger.New(ledger.Config{Store: store, Clock: clk, Logger: log})
 	if err != nil {
@@ -201,7 +207,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	roles, relays, err := backgroundRoles(db, s, pool, store, lg, projector, metrics, log)
+	roles, relays, err := backgroundRoles(db, s, pool, store, lg, projector, metrics, tp, log)
 	if err != nil {
 		return err
 	}
@@ -218,7 +224,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	api, err := httpapi.New(httpapi.Config{
 		Ledger: lg, Signer: keys, Tokens: tokens, ReadModels: pool, Schema: db.viewSchema, Profile: s.profile,
 		TestClock: offset, Metrics: metrics, Logger: log, ProjectionLag: projector.Lag, SetAside: failing,
-		Ready: readiness(pool, opened.Check), Status: status, RateLimit: s.rateLimit, EnabledKinds: s.enabledKinds,
+		Ready: readiness(pool, opened.Check), Status: status, RateLimit: s.rateLimit, EnabledKinds: s.enabledKinds, Tracing: tp,
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/tracing"
 	"opledger/adapters/transport"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
@@ -46,6 +47,7 @@ type workerSettings struct {
 	brokers     []string
 	group       string
 	exportURL   string // the export-delivery service, for export downloads; "" none
+	tracing     tracingConfig
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -71,7 +73,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // workerConfig reads the worker's settings, naming every one at fault.
 func workerConfig(f *settings.Flags) (workerSettings, error) {
 	s := workerSettings{id: f.Text(settings.WorkerID), providerURL: f.Text(settings.ProviderURL), relay: f.Bool(settings.WorkerRelay),
-		concurrency: f.Int(settings.WorkerConcurrency), group: f.Text(settings.KafkaGroup), exportURL: f.Text(settings.ExportDeliveryURL)}
+		concurrency: f.Int(settings.WorkerConcurrency), group: f.Text(settings.KafkaGroup), exportURL: f.Text(settings.ExportDeliveryURL),
+		tracing: tracingFrom(f, "opledger-worker")}
 	var errs []error
 	if s.providerURL == "" {
 		errs = append(errs, f.Missing(settings.ProviderURL, "provider"))
@@ -115,15 +118,20 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 	if err != nil {
 		return err
 	}
-	cfg := worker.Config{ID: s.id, Ledger: lg, Provider: client, Logger: log}
+	tp, stopTracing, err := startTracing(ctx, s.tracing, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	cfg := worker.Config{ID: s.id, Ledger: lg, Provider: tracing.Provider(client, tp), Logger: log}
 	if exports != nil {
-		cfg.Exports = exports
+		cfg.Exports = tracing.Exports(exports, tp)
 	}
 	wk, err := worker.New(cfg)
 	if err != nil {
 		return err
 	}
-	dispatcher, err := transport.NewDispatcher(transport.DispatcherConfig{Worker: wk, Evidence: lg, WorkerID: s.id, Logger: log})
+	dispatcher, err := transport.NewDispatcher(transport.DispatcherConfig{Worker: tracing.Worker(wk, tp), Evidence: lg, WorkerID: s.id, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -172,6 +172,9 @@ type Decision func(state *domain.Operation, now time.Time) ([]domain.Event, erro
 // them. No decision is ever returned or recorded on a state older than
 // the stream's when it was taken.
 func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, decide Decision) (*domain.Operation, []domain.Event, error) {
+	ctx, span := startSpan(ctx, op, by) // trace.go: a span only when the caller traces
+	defer span.End()
+	decide = span.observe(by, decide)
 	stream := op.StreamName()
 	state, cached := h.cache.get(stream)
 	for try := 0; try < h.cfg.MaxConflictRetries; try++ {

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// domain/ stays free of drivers: no database, HTTP, Kafka, gRPC or KurrentDB
+// client, and of OpenTelemetry only the API (trace, attribute, codes), never
+// the SDK or an exporter.
+func TestDomainImportsNoDriver(t *testing.T) {
+	t.Parallel()
+	forbidden := []string{
+		"github.com/jackc/", "database/sql", "net/http", "github.com/segmentio/kafka-go", "github.com/twmb/franz-go",
+		"google.golang.org/grpc", "github.com/EventStore/", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters",
+		"opledger/adapters", "opledger/cmd", "opledger/eventstore/postgres", "opledger/eventstore/kurrent", "opledger/projections",
+	}
+	var found []string
+	err := filepath.WalkDir("../../domain", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			for _, bad := range forbidden {
+				if strings.HasPrefix(p, bad) {
+					found = append(found, path+" imports "+p)
+				}
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, found)
+}
