@@ -23,7 +23,9 @@ func init() {
 
 const keysUsage = `usage: opledger keys <new|list|retire> [flags]
 
-  new [--activate-in DURATION]   make a key; it verifies at once and signs from its activation
+  new [--activate-in DURATION] [--if-none]
+                                 make a key (--if-none: only when the ring has none); it
+                                 verifies at once and signs from its activation
   list [--json]                  every key with its state (pending, active, verifying, retired) and dates
   retire ID                      refuse the key's tokens from now on and erase its seed
 
@@ -50,11 +52,20 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch sub {
 	case "new":
 		activateIn := f.Local().Duration("activate-in", 0, "start signing this long from now (0: at once); give every serve time to reload first")
+		ifNone := f.Local().Bool("if-none", false, "make a key only when the ring holds none (for a container's first start)")
 		if code, ok := f.Parse(rest); !ok {
 			return code
 		}
 		if len(f.Args()) > 0 || *activateIn < 0 || *activateIn > 30*24*time.Hour {
 			return fail(stderr, "keys new", errors.New("takes no arguments; --activate-in must be in [0, 720h]"))
+		}
+		if *ifNone {
+			if n, err := ringSize(ring()); err != nil {
+				return fail(stderr, "keys new", err)
+			} else if n > 0 {
+				fmt.Fprintf(stdout, "the key ring %s holds %d keys: none made (--if-none)\n", ring(), n)
+				return 0
+			}
 		}
 		k, where, err := keysNew(ring(), time.Now(), *activateIn)
 		if err != nil {
@@ -151,6 +162,25 @@ func keysNew(path string, now time.Time, activateIn time.Duration) (captoken.Key
 		keys = append(keys, f.Key)
 	}
 	return k, path, captoken.WriteKeyFile(path, ringHeader, append(keys, k))
+}
+
+// ringSize counts the keys of the ring at path (0 when it does not exist
+// yet, or is an empty file or directory).
+func ringSize(path string) (int, error) {
+	if path == "" {
+		return 0, fmt.Errorf("no key ring: set --%s DIR|FILE or %s", captoken.RingFlag, captoken.RingEnvVar)
+	}
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("key ring %s: %w", path, err)
+	case !info.IsDir() && info.Size() == 0:
+		return 0, nil
+	}
+	files, err := captoken.ReadRing(path)
+	return len(files), err
 }
 
 // keysList returns the ring's keys with their states at now.

@@ -116,6 +116,21 @@ func TestKeysCommand(t *testing.T) {
 	require.Equal(t, 1, run(t.Context(), []string{"keys", "list", "--signing-keys", filepath.Join(dir, "missing")}, &out, &errOut))
 }
 
+// keys new --if-none makes the ring's first key, and nothing once it has
+// one (a container's first start, and every start after).
+func TestKeysNewIfNone(t *testing.T) {
+	t.Parallel()
+	ring := filepath.Join(t.TempDir(), "keys")
+	for i, want := range []string{"made key ", "holds 1 keys: none made"} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, 0, run(t.Context(), []string{"keys", "new", "--if-none", "--signing-keys", ring}, &out, &errOut), errOut.String())
+		require.Contains(t, out.String(), want, "run %d", i+1)
+	}
+	st, err := keysList(ring, time.Now())
+	require.NoError(t, err)
+	require.Len(t, st, 1)
+}
+
 // TestTokensCommand: 'tokens hash' prints the line of a token read from
 // stdin; 'tokens new' prints a token and a line that authenticates it.
 func TestTokensCommand(t *testing.T) {
