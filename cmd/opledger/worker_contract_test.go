@@ -110,6 +110,30 @@ func TestWorkerContractIsTheClients(t *testing.T) {
 		})
 	}
 
+	// An export download's call to the export-delivery service.
+	t.Run("export-download", func(t *testing.T) {
+		sent := make(chan sentRequest, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			sent <- sentRequest{r.Method, r.URL.Path, r.Header.Clone(), body}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}))
+		t.Cleanup(srv.Close)
+		c, err := provider.NewExportClient(provider.Config{BaseURL: srv.URL, MaxAttempts: 1})
+		require.NoError(t, err)
+		d := domain.ExportDelivery{OperationID: "OP-7732", ExportID: "EXP-7781", Use: 2, IdempotencyKey: "export-OP-7732-u2"}
+		c.DeliverExport(t.Context(), d)
+		got := <-sent
+		require.Equal(t, http.MethodPost, got.method)
+		require.Contains(t, section, "`POST {EXPORT_DELIVERY_URL}"+got.path+"`")
+		require.Equal(t, string(d.IdempotencyKey), got.header.Get("Idempotency-Key"))
+		require.Contains(t, section, "`Idempotency-Key: {idempotency_key}`")
+		require.Contains(t, section, "`Content-Type: "+got.header.Get("Content-Type")+"`")
+		template := strings.NewReplacer(`"`+string(d.OperationID)+`"`, `"{operation_id}"`, `"`+d.ExportID+`"`, `"{export_id}"`,
+			`"use":2`, `"use":{use}`).Replace(string(got.body))
+		require.Contains(t, section, "`"+template+"`", "the body, each value named by its claim field")
+	})
+
 	// The recipe, followed by hand against the simulator, makes a refund the
 	// reconciler's lookup finds under the claim's key.
 	s, err := sim.New(sim.Config{Profile: sim.ProfileStripeV1})
