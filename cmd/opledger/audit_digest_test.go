@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"opledger/adapters/harness"
+	"opledger/cmd/opledger/harness"
 	"opledger/domain/audit"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"opledger/adapters/harness"
+	"opledger/cmd/opledger/harness"
 	"opledger/domain/audit"
 	"opledger/eventstore/postgres/pgtest"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opledger/adapters/harness"
+	"opledger/cmd/opledger/harness"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/audit"
 	"opledger/domain/recovery"

@@ -129,7 +129,7 @@ func newSystem(t *testing.T) *system {
 	start(t, "provider-sim", s.env, "provider-sim", "--listen", s.sim)
 	// The reconciler is off: it would (rightly) resend a lapsed execution's
 	// request under its key, and these tests count requests from workers.
-	// The reconciler is proven by the scenario tests in adapters/harness.
+	// The reconciler is proven by the scenario tests in cmd/opledger/harness.
 	s.serve = start(t, "serve", s.env, "serve", "--test-clock", "--listen", s.api, "--sweep-interval", "100ms", "--disable", "reconciler")
 	s.waitReady()
 	return s

@@ -1,9 +1,14 @@
-// Package harness wires opledger's roles to real adapters for end-to-end
-// scenarios: the command handler on a given event store, the provider client
-// talking HTTP to the provider simulator, workers, the sweeper and the
-// reconciler, all on one clock that also drives the simulator's. The
-// scenario tests and the demo use it; it holds no logic of its own beyond
-// wiring and the refund story's steps.
+// Package harness is a composition root, not an adapter: it wires
+// opledger's roles to real adapters for end-to-end scenarios — the command
+// handler on a given event store, the provider client talking HTTP to the
+// provider simulator, workers, the sweeper and the reconciler, all on one
+// clock that also drives the simulator's — and holds the demo's script (the
+// refund story, the export story) with its test doubles (CrashAfterClaim).
+// `opledger demo` links it into the binary; the scenario tests here, the
+// console's and the transport's tests (transporttest) use it. It lives under
+// cmd/opledger, beside the binary it is part of, and not under internal/:
+// the adapters' tests import it. It holds no logic of its own beyond wiring
+// and the stories' steps.
 package harness
 
 import (

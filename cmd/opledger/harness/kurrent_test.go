@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"opledger/adapters/harness"
+	"opledger/cmd/opledger/harness"
 	"opledger/eventstore"
 	"opledger/eventstore/kurrent"
 	"opledger/eventstore/kurrent/kurrenttest"

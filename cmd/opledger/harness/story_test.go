@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"opledger/adapters/harness"
+	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/audit"
 	"opledger/eventstore"
