@@ -101,6 +101,9 @@ func TestDemoKeepPrintsCommandsThatWork(t *testing.T) {
 	code := run(t.Context(), []string{"demo", "--keep", "--database-url", pgtest.URL()}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	out := stdout.String()
+	if base := regexp.MustCompile(`opledger_demo_\d+_\d+_\d+`).FindString(out); base != "" { // kept: dropped here whatever happens below
+		t.Cleanup(func() { dropSchemas(pgtest.URL(), base+"_store", base, base+"_transport") })
+	}
 	folded := regexp.MustCompile(`the read models have caught up: (\d+) events folded`).FindStringSubmatch(out)
 	require.NotNil(t, folded, out)
 	require.Contains(t, out, "events: "+folded[1]+" (", "the read models hold every event verify checked")
