@@ -17,6 +17,7 @@ import (
 
 	"opledger/adapters/captoken"
 	"opledger/adapters/httpapi"
+	"opledger/adapters/httpapi/openapicheck"
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
@@ -175,7 +176,7 @@ func (e *env) call(role httpapi.Role, method, path string, body any, header ...s
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
 	require.NoError(e.t, err)
-	checkAgainstSpec(e.t, req, res, raw)
+	openapicheck.Response(e.t, req, res, raw)
 	out := response{status: res.StatusCode, header: res.Header, raw: raw}
 	if len(raw) > 0 && strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 		require.NoError(e.t, json.Unmarshal(raw, &out.body), "body: %s", raw)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/httpapi/openapicheck"
 	"opledger/eventstore/postgres/pgtest"
 )
 
@@ -191,7 +192,7 @@ func (s *system) call(method, path, token string, body any, headers ...string) r
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(s.t, err)
-	checkAgainstSpec(s.t, req, resp, raw)
+	openapicheck.Response(s.t, req, resp, raw)
 	r := reply{status: resp.StatusCode, header: resp.Header, body: map[string]any{}}
 	if len(raw) > 0 && strings.HasPrefix(strings.TrimSpace(string(raw)), "{") {
 		require.NoError(s.t, json.Unmarshal(raw, &r.body), string(raw))
