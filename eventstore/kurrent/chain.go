@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
@@ -151,45 +149,4 @@ func (s *Store) scanForRetry(ctx context.Context, stream string, ids []string) (
 		from = esdb.Revision(uint64(last[len(last)-1].Version - 1))
 	}
 	return head{}, nil, fmt.Errorf("append %s: %w: expected version Any on a stream of more than %d events cannot rule out a retry here; append at an exact version", stream, eventstore.ErrInvalidAppend, maxAnyScan)
-}
-
-// readPage reads up to limit events of stream with opts (the deadline is
-// the store's); a stream that does not exist reads as empty.
-func (s *Store) readPage(ctx context.Context, op, stream string, opts esdb.ReadStreamOptions, limit int) ([]eventstore.RecordedEvent, error) {
-	var out []eventstore.RecordedEvent
-	err := s.call(ctx, op, func(ctx context.Context, es *esdb.Client) error {
-		opts.Deadline = &s.cfg.CallTimeout
-		rs, err := es.ReadStream(ctx, s.names.server(stream), opts, uint64(limit))
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		out = make([]eventstore.RecordedEvent, 0, limit)
-		// Bounded: the server sends at most limit events, then ends the read.
-		for range limit + 1 {
-			ev, err := rs.Recv()
-			switch {
-			case errors.Is(err, io.EOF):
-				return nil
-			case isNotFound(err):
-				out = nil
-				return nil
-			case err != nil:
-				return err
-			}
-			if len(out) == limit {
-				break
-			}
-			rec, err := recorded(stream, ev.OriginalEvent())
-			if err != nil {
-				return err
-			}
-			out = append(out, rec)
-		}
-		return fmt.Errorf("the server sent more than the %d events asked for", limit)
-	})
-	if err != nil { // out is the call's only when it returned nil
-		return nil, err
-	}
-	return out, nil
 }

@@ -24,9 +24,15 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from int64, limit
 		return nil, nil
 	}
 	from = max(from, 0)
+	return s.readPage(ctx, op, stream, esdb.ReadStreamOptions{Direction: esdb.Forwards, From: esdb.Revision(uint64(from))}, limit)
+}
+
+// readPage reads up to limit events of stream with opts (the deadline is
+// the store's); a stream that does not exist reads as empty.
+func (s *Store) readPage(ctx context.Context, op, stream string, opts esdb.ReadStreamOptions, limit int) ([]eventstore.RecordedEvent, error) {
 	var out []eventstore.RecordedEvent
 	err := s.call(ctx, op, func(ctx context.Context, es *esdb.Client) error {
-		opts := esdb.ReadStreamOptions{Direction: esdb.Forwards, From: esdb.Revision(uint64(from)), Deadline: &s.cfg.CallTimeout}
+		opts.Deadline = &s.cfg.CallTimeout
 		rs, err := es.ReadStream(ctx, s.names.server(stream), opts, uint64(limit))
 		if err != nil {
 			return err
@@ -56,7 +62,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from int64, limit
 		}
 		return fmt.Errorf("the server sent more than the %d events asked for", limit)
 	})
-	if err != nil {
+	if err != nil { // out is the call's only when it returned nil
 		return nil, err
 	}
 	return out, nil
