@@ -85,7 +85,8 @@ var takeDowns = []struct {
 // a connected store, many calls at once (the client's worst case: the first
 // calls after a broken connection) all fail with ErrUnavailable within
 // their timeout; an append whose outcome was unknown, retried with the same
-// ids once the server is back, lands exactly once; and the store works again
+// ids once the server is back, is stored once (the server deduplicates the
+// ids); and the store works again
 // on a new client.
 func TestCallsReturnWithinTimeoutThenRecover(t *testing.T) {
 	t.Parallel()
