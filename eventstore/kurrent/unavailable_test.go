@@ -86,8 +86,7 @@ var takeDowns = []struct {
 // calls after a broken connection) all fail with ErrUnavailable within
 // their timeout; an append whose outcome was unknown, retried with the same
 // ids once the server is back, is stored once (the server deduplicates the
-// ids); and the store works again
-// on a new client.
+// ids); and the store works again on a new client.
 func TestCallsReturnWithinTimeoutThenRecover(t *testing.T) {
 	t.Parallel()
 	for _, td := range takeDowns {
