@@ -270,51 +270,17 @@ func (s *Store) appendAny(ctx context.Context, stream string, b appendBatch) (ev
 	return eventstore.AppendResult{}, eventstore.Unavailable(op, fmt.Errorf("lost the race for the stream's next version %d times in a row", maxAnyAttempts))
 }
 
-// execAppends runs appendBatchSQL on q for rs, appends to distinct
-// streams, and reports which were written. A unique violation (an event id
-// already stored, by any of them) fails the whole statement and comes back
-// as an error wrapping ErrWrongExpectedVersion; nothing was written then.
+// execAppends runs appendBatchSQL (appendOneSQL for a single append) on q
+// for rs, appends to distinct streams, and reports which were written. A
+// unique violation (an event id already stored, by any of them) fails the
+// whole statement and comes back as an error wrapping
+// ErrWrongExpectedVersion; nothing was written then.
 func (s *Store) execAppends(ctx context.Context, q querier, rs []*appendRequest) ([]bool, error) {
-	events := 0
-	for _, r := range rs {
-		events += len(r.b.ids)
-	}
-	var (
-		keys      = make([]int64, len(rs))
-		streams   = make([]string, len(rs))
-		expected  = make([]int64, len(rs))
-		counts    = make([]int64, len(rs))
-		heads     = make([][]byte, len(rs))
-		newHeads  = make([][]byte, len(rs))
-		index     = make([]int64, 0, events)
-		versions  = make([]int64, 0, events)
-		ids       = make([]string, 0, events)
-		types     = make([]string, 0, events)
-		data      = make([][]byte, 0, events)
-		metadata  = make([][]byte, 0, events)
-		prev      = make([][]byte, 0, events)
-		hashes    = make([][]byte, 0, events)
-		operation = "append " + rs[0].stream
-	)
+	operation := "append " + rs[0].stream
 	if len(rs) > 1 {
 		operation = fmt.Sprintf("append to %d streams (%s, ...)", len(rs), rs[0].stream)
 	}
-	for i, r := range rs {
-		keys[i], streams[i], expected[i], counts[i], heads[i], newHeads[i] = r.lockKey, r.stream, r.expected, int64(len(r.b.ids)), r.head, r.newHead
-		for range r.b.ids {
-			index = append(index, int64(i+1))
-		}
-		versions = append(versions, r.versions...)
-		ids = append(ids, r.b.ids...)
-		types = append(types, r.b.types...)
-		data = append(data, r.b.data...)
-		metadata = append(metadata, r.b.metadata...)
-		prev = append(prev, r.prev...)
-		hashes = append(hashes, r.hashes...)
-	}
-	slices.Sort(keys) // every batch locks in key order: no two wait on each other in a cycle
-	rows, err := q.Query(ctx, s.sql.appendBatch, keys, streams, expected, counts, heads, newHeads,
-		index, versions, ids, types, data, metadata, prev, hashes)
+	rows, err := s.queryAppends(ctx, q, rs)
 	if err != nil {
 		return nil, interpretError(operation, err)
 	}
@@ -336,6 +302,52 @@ func (s *Store) execAppends(ctx context.Context, q querier, rs []*appendRequest)
 		return nil, interpretError(operation, err)
 	}
 	return written, nil
+}
+
+// queryAppends sends the statement for rs: appendOneSQL's scalars for one
+// append, appendBatchSQL's arrays for more.
+func (s *Store) queryAppends(ctx context.Context, q querier, rs []*appendRequest) (pgx.Rows, error) {
+	if len(rs) == 1 {
+		r := rs[0]
+		return q.Query(ctx, s.sql.appendOne, r.lockKey, r.stream, r.expected, int64(len(r.b.ids)), r.head, r.newHead,
+			r.versions, r.b.ids, r.b.types, r.b.data, r.b.metadata, r.prev, r.hashes)
+	}
+	events := 0
+	for _, r := range rs {
+		events += len(r.b.ids)
+	}
+	var (
+		keys     = make([]int64, len(rs))
+		streams  = make([]string, len(rs))
+		expected = make([]int64, len(rs))
+		counts   = make([]int64, len(rs))
+		heads    = make([][]byte, len(rs))
+		newHeads = make([][]byte, len(rs))
+		index    = make([]int64, 0, events)
+		versions = make([]int64, 0, events)
+		ids      = make([]string, 0, events)
+		types    = make([]string, 0, events)
+		data     = make([][]byte, 0, events)
+		metadata = make([][]byte, 0, events)
+		prev     = make([][]byte, 0, events)
+		hashes   = make([][]byte, 0, events)
+	)
+	for i, r := range rs {
+		keys[i], streams[i], expected[i], counts[i], heads[i], newHeads[i] = r.lockKey, r.stream, r.expected, int64(len(r.b.ids)), r.head, r.newHead
+		for range r.b.ids {
+			index = append(index, int64(i+1))
+		}
+		versions = append(versions, r.versions...)
+		ids = append(ids, r.b.ids...)
+		types = append(types, r.b.types...)
+		data = append(data, r.b.data...)
+		metadata = append(metadata, r.b.metadata...)
+		prev = append(prev, r.prev...)
+		hashes = append(hashes, r.hashes...)
+	}
+	slices.Sort(keys) // every batch locks in key order: no two wait on each other in a cycle
+	return q.Query(ctx, s.sql.appendBatch, keys, streams, expected, counts, heads, newHeads,
+		index, versions, ids, types, data, metadata, prev, hashes)
 }
 
 // lookup reads, in one snapshot, the stream's version and head hash and

@@ -54,8 +54,9 @@ ANALYZE bench_scratch_streams;`)
 var tpsLine = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
 
 // pgbench runs script with clients connections for about d (whole seconds,
-// at least one) and returns its transactions per second.
-func pgbench(ctx context.Context, s *settings, script string, clients int, d time.Duration) (float64, error) {
+// at least one) and returns its transactions per second. extra goes to
+// pgbench as it is (such as "-M", "prepared").
+func pgbench(ctx context.Context, s *settings, script string, clients int, d time.Duration, extra ...string) (float64, error) {
 	f, err := os.CreateTemp("", "bench-*.sql")
 	if err != nil {
 		return 0, err
@@ -67,8 +68,8 @@ func pgbench(ctx context.Context, s *settings, script string, clients int, d tim
 	f.Close()
 	secs := max(1, int(math.Round(d.Seconds())))
 	threads := min(clients, 2)
-	cmd := exec.CommandContext(ctx, s.pgbench, "-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
-		"-T", strconv.Itoa(secs), "-f", f.Name(), s.url)
+	args := append([]string{"-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads), "-T", strconv.Itoa(secs)}, extra...)
+	cmd := exec.CommandContext(ctx, s.pgbench, append(args, "-f", f.Name(), s.url)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
