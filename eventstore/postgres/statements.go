@@ -94,8 +94,9 @@ FROM w JOIN a ON a.ai = w.ai`
 	// stream's values as scalars rather than arrays: the same lock, the
 	// same conditional write of the stream's row before its events, the
 	// same result (one row if written), at about a tenth less server time
-	// (scripts/bench.sh's append_parts figures). A statement that starts
-	// alone (see groupcommit.go) runs it: with one client, every append.
+	// (pgbench, one client, both statements prepared: 2,490 against 2,245
+	// tps in one run). A statement that starts alone (see groupcommit.go)
+	// runs it: with one client, every append.
 	//
 	// Parameters: $1 lock key, $2 stream id, $3 expected version (-1: no
 	// stream), $4 event count, $5 expected head hash, $6 new head hash;
