@@ -9,7 +9,7 @@ import (
 func init() {
 	groups = append(groups, group{
 		title: "append, part by part",
-		names: []string{"append_part_event_row", "append_part_stream_row", "append_part_lock"},
+		names: []string{"append_part_event_row_unhashed", "append_part_event_row", "append_part_stream_row", "append_part_lock"},
 		run:   runAppendParts,
 	})
 }
@@ -18,7 +18,10 @@ func init() {
 // script run by one client on the event store's own tables, as prepared
 // statements (as pgx sends the append) beside pgbench's 1-row insert, also
 // prepared: what the server spends on each thing an append must write,
-// with pgbench's small client share in both. Each part adds to the one before:
+// with pgbench's small client share in both. Each part adds to the one
+// before:
+//   - event_row_unhashed: one events row without its two hashes (NULL, as
+//     stored before hashing began): what hashing adds to;
 //   - event_row: one events row (four indexes, jsonb data and metadata, the
 //     two hashes), an event the size of a Claimed;
 //   - stream_row: and the stream's row, written first, in one statement
@@ -36,8 +39,11 @@ func appendPartScripts(schema string) []struct{ name, script string } {
 		metadata = `{"schema_version":1,"correlation_id":"COR-2210","causation_id":"MSG-55A","actor":"worker-1","recorded_at":"2026-11-26T14:02:10Z"}`
 		hash     = `decode(repeat('ab', 32), 'hex')`
 	)
-	event := fmt.Sprintf(`INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata, prev_hash, event_hash)
+	eventRow := func(hash string) string {
+		return fmt.Sprintf(`INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata, prev_hash, event_hash)
   SELECT 'part-' || :s, 0, gen_random_uuid(), 'Claimed', '%[2]s', '%[3]s', %[4]s, %[4]s`, schema, data, metadata, hash)
+	}
+	event := eventRow(hash)
 	stream := func(from string) string {
 		return fmt.Sprintf(`INSERT INTO %[1]s.streams (stream_id, version, head_hash) SELECT 'part-' || :s, 0, %[2]s %[3]s
   ON CONFLICT (stream_id) DO NOTHING RETURNING stream_id`, schema, hash, from)
@@ -45,6 +51,7 @@ func appendPartScripts(schema string) []struct{ name, script string } {
 	oneLine := func(sql string) string { return strings.Join(strings.Fields(sql), " ") + ";\n" }
 	const random = "\\set s random(1, 4000000000000)\n"
 	return []struct{ name, script string }{
+		{"append_part_event_row_unhashed", random + oneLine(eventRow("NULL::bytea"))},
 		{"append_part_event_row", random + oneLine(event)},
 		{"append_part_stream_row", random + oneLine(`WITH si AS (`+stream("")+`), e AS (`+event+` FROM si RETURNING 1) SELECT count(*) FROM e`)},
 		{"append_part_lock", random + oneLine(`WITH l AS (SELECT pg_advisory_xact_lock(:s)), si AS (`+stream("FROM l")+`), e AS (`+event+` FROM si RETURNING 1) SELECT count(*) FROM e`)},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -27,7 +28,7 @@ import (
 func init() {
 	groups = append(groups, group{
 		title: "the log: projector and audit verify",
-		names: []string{"projector_catchup", "audit_verify", "audit_verify_rss"},
+		names: []string{"projector_catchup", "audit_verify", "audit_verify_rss", "audit_verify_digest"},
 		run:   runLog,
 	})
 }
@@ -245,13 +246,18 @@ type verifyResult struct {
 }
 
 // verifyOnce runs audit verify over the log in a process of its own, for
-// its time and its peak memory.
-func verifyOnce(ctx context.Context, s *settings) (verifyResult, error) {
+// its time and its peak memory; digest, when not empty, is a digest file
+// the log must match (signed with benchDigestSigner).
+func verifyOnce(ctx context.Context, s *settings, digest string) (verifyResult, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return verifyResult{}, err
 	}
-	cmd := exec.CommandContext(ctx, self, "verify", "--schema", logSchema)
+	args := []string{"verify", "--schema", logSchema}
+	if digest != "" {
+		args = append(args, "--digest", digest)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+s.url)
 	var out, errs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errs
@@ -265,13 +271,57 @@ func verifyOnce(ctx context.Context, s *settings) (verifyResult, error) {
 	return r, nil
 }
 
-// verifySubcommand is `bench verify --schema S`: audit.Verify over the
-// log, printing a verifyResult.
+// benchDigestSigner signs the digest audit_verify_digest verifies against:
+// a fixed key, as the figure needs no secret.
+func benchDigestSigner() *audit.DigestSigner {
+	s, err := audit.NewDigestSigner(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		panic(err) // a 32-byte seed is always accepted
+	}
+	return s
+}
+
+// writeBenchDigest signs a digest of the whole log into a file of dir.
+func writeBenchDigest(ctx context.Context, store *postgres.Store, dir string) (string, error) {
+	d, err := audit.MakeDigest(ctx, store, nil, benchDigestSigner(), benchStart)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "bench-digest.json")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if err := d.WriteJSON(f); err != nil {
+		f.Close()
+		return "", err
+	}
+	return path, f.Close()
+}
+
+// verifySubcommand is `bench verify --schema S [--digest FILE]`:
+// audit.Verify over the log, printing a verifyResult.
 func verifySubcommand(args []string) int {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	schema := fs.String("schema", logSchema, "the event store schema")
+	digestFile := fs.String("digest", "", "a digest the log must match (signed by the bench's key)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	opts := audit.VerifyOptions{AllowUnhashed: true}
+	if *digestFile != "" {
+		f, err := os.Open(*digestFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench verify:", err)
+			return 1
+		}
+		d, err := audit.ParseDigest(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench verify:", err)
+			return 1
+		}
+		opts.Digest, opts.DigestKey = d, benchDigestSigner().DigestVerifier
 	}
 	ctx := context.Background()
 	store, err := postgres.Open(ctx, postgres.Config{URL: os.Getenv("DATABASE_URL"), Schema: *schema, MaxConns: 4})
@@ -281,7 +331,7 @@ func verifySubcommand(args []string) int {
 	}
 	defer store.Close()
 	start := time.Now()
-	report, err := audit.Verify(ctx, store, audit.VerifyOptions{AllowUnhashed: true})
+	report, err := audit.Verify(ctx, store, opts)
 	d := time.Since(start)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench verify:", err)
@@ -338,7 +388,7 @@ func runLog(ctx context.Context, s *settings, emit func(figure)) error {
 		var clean = true
 		ours, base, err := interleave(ctx, s.rounds,
 			func(ctx context.Context) (float64, error) {
-				r, err := verifyOnce(ctx, s)
+				r, err := verifyOnce(ctx, s, "")
 				if err == nil && r.Events != int64(n) {
 					err = fmt.Errorf("verify read %d of %d events", r.Events, n)
 				}
@@ -357,6 +407,34 @@ func runLog(ctx context.Context, s *settings, emit func(figure)) error {
 		m := figure{Figure: "audit_verify_rss", Value: round(median(rss)), Unit: "MiB", Goal: "value <= 256", spread: spread(rss)}
 		m.note = "the verify process's peak resident memory"
 		emit(m)
+	}
+	if s.wants("audit_verify_digest") {
+		dir, err := os.MkdirTemp("", "bench-digest-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		digest, err := writeBenchDigest(ctx, store, dir)
+		if err != nil {
+			return fmt.Errorf("audit_verify_digest: %w", err)
+		}
+		timed := func(digest string) func(ctx context.Context) (float64, error) {
+			return func(ctx context.Context) (float64, error) {
+				r, err := verifyOnce(ctx, s, digest)
+				if err == nil && (r.Events != int64(n) || !r.Clean) {
+					err = fmt.Errorf("verify read %d of %d events, clean: %v", r.Events, n, r.Clean)
+				}
+				return r.Seconds, err
+			}
+		}
+		ours, base, err := interleave(ctx, s.rounds, timed(digest), timed(""))
+		if err != nil {
+			return fmt.Errorf("audit_verify_digest: %w", err)
+		}
+		f := figure{Figure: "audit_verify_digest", Value: round(median(ours)), Unit: "s", Baseline: "audit verify without a digest", BaselineValue: round(median(base)),
+			Ratio: round3(median(base) / median(ours)), spread: spread(ours) + " / " + spread(base)}
+		f.note = fmt.Sprintf("a log of %d events (%s) checked against a signed digest of all of it (the Merkle tree rebuilt and compared); ratio = without / with", n, size)
+		emit(f)
 	}
 	return nil
 }
