@@ -60,12 +60,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, who Principal) (
 	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		return reply{}, err
 	}
-	state, err := s.cfg.Ledger.Load(r.Context(), op) // the kind says which fields apply; it never changes
+	kind, err := s.cfg.Ledger.Kind(r.Context(), op) // the kind says which fields apply
 	if err != nil {
 		return reply{}, err
 	}
 	var cmd domain.Decide
-	if state.Kind == domain.KindExportDownload {
+	if kind == domain.KindExportDownload {
 		cmd, err = req.exportCommand()
 	} else {
 		cmd, err = req.command(s.cfg.Profile.KeyPolicy)

@@ -285,6 +285,22 @@ func (h *Handler) Load(ctx context.Context, op domain.OperationID) (*domain.Oper
 	return f.state, nil
 }
 
+// Kind returns operation op's kind, which its first event fixes for good:
+// from the handler's cache when it holds the operation, with no read (a
+// cached state may be behind the stream, never on its kind), else from
+// Load. An operation that does not exist has the kind of a state whose
+// Exists() is false; the command that follows refuses it.
+func (h *Handler) Kind(ctx context.Context, op domain.OperationID) (domain.OperationKind, error) {
+	if kind, ok := h.cache.kind(op.StreamName()); ok {
+		return kind, nil
+	}
+	state, err := h.Load(ctx, op)
+	if err != nil {
+		return "", err
+	}
+	return state.Kind, nil
+}
+
 // folding is a state being folded from a stream: how many events were
 // folded into it so far by this load and the hash of the last one.
 type folding struct {

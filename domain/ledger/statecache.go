@@ -66,6 +66,21 @@ func (c *stateCache) get(stream string) (*domain.Operation, bool) {
 	return el.Value.(*cachedState).state.Clone(), true
 }
 
+// kind returns the kind of stream's cached state, without copying it.
+func (c *stateCache) kind(stream string) (domain.OperationKind, bool) {
+	if c == nil {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byStream[stream]
+	if !ok {
+		return "", false
+	}
+	c.lru.MoveToFront(el)
+	return el.Value.(*cachedState).state.Kind, true
+}
+
 // put remembers a copy of state as stream's, unless a state of a later
 // version is cached already (a slower command finishing after a faster
 // one).

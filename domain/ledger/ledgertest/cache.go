@@ -2,12 +2,14 @@ package ledgertest
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"opledger/domain"
 	"opledger/domain/ledger"
+	"opledger/eventstore"
 )
 
 // staleCacheFenced: a handler whose cached state is behind the stream
@@ -62,4 +64,40 @@ func staleCacheRefusalRechecked(t *testing.T, b Backend) {
 	}, ledger.Cause{Actor: "worker-b"})
 	requireReason(t, err, domain.ReasonLeaseLost)
 	require.Equal(t, 1, h.CountEvents(domain.TypeOutcomeRecorded), "the second outcome is refused")
+}
+
+// readCounter counts the stream reads sent to a store.
+type readCounter struct {
+	eventstore.Store
+	reads atomic.Int64
+}
+
+func (r *readCounter) ReadStream(ctx context.Context, stream string, from int64, limit int) ([]eventstore.RecordedEvent, error) {
+	r.reads.Add(1)
+	return r.Store.ReadStream(ctx, stream, from, limit)
+}
+
+// kindFromCache: an operation's kind never changes, so a handler that
+// holds the operation answers Kind with no read, however far behind the
+// stream its cached state is; a handler that does not reads it once.
+func kindFromCache(t *testing.T, b Backend) {
+	ctx := context.Background()
+	h := NewHarness(t, b)
+	store := &readCounter{Store: h.Another()}
+	cold := h.Handler(store)
+	kind, err := cold.Kind(ctx, h.Op)
+	require.NoError(t, err)
+	require.Equal(t, domain.KindRefund, kind)
+	first := store.reads.Load()
+	require.Positive(t, first, "a handler that never saw the operation reads it")
+
+	h.Allow(OKFacts) // the stream moves on behind cold's cached state
+	kind, err = cold.Kind(ctx, h.Op)
+	require.NoError(t, err)
+	require.Equal(t, domain.KindRefund, kind)
+	require.Equal(t, first, store.reads.Load(), "the cached operation's kind needs no read")
+
+	kind, err = cold.Kind(ctx, "OP-NONE")
+	require.NoError(t, err, "an operation that does not exist is not an error here")
+	require.Equal(t, domain.NewOperation().Kind, kind)
 }

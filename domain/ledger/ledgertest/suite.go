@@ -49,6 +49,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("BoundedUsesRacingClaims", func(t *testing.T) { t.Parallel(); boundedUsesRacing(t, b) })
 	t.Run("StaleCacheFenced", func(t *testing.T) { t.Parallel(); staleCacheFenced(t, b) })
 	t.Run("StaleCacheRefusalRechecked", func(t *testing.T) { t.Parallel(); staleCacheRefusalRechecked(t, b) })
+	t.Run("KindFromCache", func(t *testing.T) { t.Parallel(); kindFromCache(t, b) })
 }
 
 // Harness is one operation's world: a store, a clock and a handler.
