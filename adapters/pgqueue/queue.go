@@ -15,7 +15,7 @@ import (
 
 // MaxConcurrency bounds Config.Concurrency, and so the rows one claim takes.
 // A Consume holds at most twice its Concurrency: as many being handled, and
-// as many claimed ahead.
+// up to as many claimed ahead (see Consume).
 const MaxConcurrency = 64
 
 // DefaultConcurrency is Config.Concurrency's default: a worker mostly waits
@@ -34,8 +34,8 @@ type Config struct {
 	// by Consume.
 	WorkerID string
 	// Concurrency bounds the messages one Consume handles at once (default
-	// DefaultConcurrency, at most MaxConcurrency); it claims as many again
-	// ahead of its handlers (see Consume).
+	// DefaultConcurrency, at most MaxConcurrency); it claims up to as many
+	// again ahead of its handlers (see Consume).
 	Concurrency int
 	// VisibilityTimeout hides a claimed message from other claimers (default
 	// 2m). It must exceed the longest handling (the worker's provider timeout
