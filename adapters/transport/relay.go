@@ -108,10 +108,7 @@ type RelayConfig struct {
 	// Pinger (default 5s); it pings at once when it starts leading.
 	PingInterval time.Duration
 	// BatchSize bounds the events read at once, and so the messages
-	// published in one Publish call (default 500). A relay that starts, or
-	// found the log idle, reads at most firstBatch events first and doubles
-	// per full read up to BatchSize: the first messages of a burst go out
-	// after a short read and a short publish, not after the longest ones.
+	// published in one Publish call (default 500).
 	BatchSize int
 	// CheckpointInterval is how often a relay that keeps finding events
 	// saves its checkpoint (default 1s, by Clock); it also saves when it
@@ -269,8 +266,6 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 		recovered []string
 		lastSave  = r.cfg.Clock.Now()
 		due       = func() bool { return r.cfg.Clock.Now().Sub(lastSave) >= r.cfg.CheckpointInterval }
-		start     = min(r.cfg.BatchSize, firstBatch)
-		size      = start // the next read's bound: start, doubling per full read
 	)
 	// save writes the checkpoint at unsaved; on failure the relay reads
 	// again from the saved one (publishing what followed it again).
@@ -335,19 +330,14 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 			after, loaded = pos, true
 			r.update(func(s *RelayStatus) { s.Position = text })
 		}
-		batch, err := r.cfg.Store.ReadAll(ctx, after, size)
+		batch, err := r.cfg.Store.ReadAll(ctx, after, r.cfg.BatchSize)
 		if err != nil {
 			if err := outage(StageRead, err); err != nil {
 				return err
 			}
 			continue
 		}
-		read := size
-		if len(batch) == read {
-			size = min(2*size, r.cfg.BatchSize)
-		}
 		if len(batch) == 0 {
-			size = start
 			if err := save(); err != nil { // idle: save before pausing
 				if err := outage(StageCheckpoint, err); err != nil {
 					return err
@@ -402,7 +392,7 @@ func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
 		after = res.next
 		healthy()
 		poll = r.cfg.PollMin
-		if len(batch) < read && res.retryIn == 0 {
+		if len(batch) < r.cfg.BatchSize && res.retryIn == 0 {
 			// Caught up: what comes next is a few events at a time; let
 			// them gather for PollMin rather than read each on its own.
 			if !pause(ctx, r.cfg.PollMin, r.cfg.Wake) {
@@ -433,11 +423,6 @@ func (r *Relay) loadCheckpoint(ctx context.Context) (eventstore.Position, string
 	}
 	return pos, text, nil
 }
-
-// firstBatch bounds a relay's first read after it starts or finds the log
-// idle (see RelayConfig.BatchSize): about 15 refunds' events, read and
-// published in a few milliseconds.
-const firstBatch = 50
 
 // pendingListBound bounds the failing events a relay looks up when it starts
 // leading. A relay stops at its one failing event, so there is at most one
