@@ -19,7 +19,9 @@ type PublisherConfig struct {
 	// Transport dials the brokers (default kafka-go's DefaultTransport).
 	Transport kafkago.RoundTripper
 	// BatchTimeout bounds how long a write waits to fill a batch (default
-	// 5ms: the relay hands over whole batches already).
+	// 1ms): the relay hands over whole batches already, so waiting longer
+	// only delays every publish (each partition's batch waited it out),
+	// dead letters included.
 	BatchTimeout time.Duration
 	// MaxAttempts bounds the writer's attempts per batch (default 10).
 	MaxAttempts int
@@ -49,7 +51,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		Addr:                   kafkago.TCP(cfg.Brokers...),
 		Balancer:               kafkago.Murmur2Balancer{}, // the Java clients' default: same key, same partition, whoever publishes
 		RequiredAcks:           kafkago.RequireAll,
-		BatchTimeout:           cmp.Or(cfg.BatchTimeout, 5*time.Millisecond),
+		BatchTimeout:           cmp.Or(cfg.BatchTimeout, time.Millisecond),
 		MaxAttempts:            cmp.Or(cfg.MaxAttempts, 10),
 		WriteTimeout:           cmp.Or(cfg.WriteTimeout, 10*time.Second),
 		BatchSize:              1000, // messages per produce request; a relay batch is at most 500 events

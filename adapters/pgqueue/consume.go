@@ -4,25 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"opledger/adapters/transport"
 )
 
-// Consume implements transport.Source. One claim loop keeps up to
-// Concurrency messages in flight: it claims as many as there are free
-// slots in one statement (at most one message per key, see Claim), hands
-// each to a goroutine of its own, and claims again once a quarter of the
-// slots are free, or all of them, so that a busy queue costs one claim per several
-// messages and an idle one polls once per pause, not once per slot. Each
-// message is settled as its disposition says when its handling ends;
-// acknowledgements of messages that end at about the same time share one
-// statement, sent off the handlers' goroutines (see acker). A claim that
-// finds nothing pauses the loop
-// (PollMin doubling to PollMax, cut short when a message in flight ends);
-// so does a message that met an outage of the ledger's store, rather than
-// claiming the others into the outage. When ctx ends, no more is claimed,
-// messages in flight get DrainTimeout to finish and settle, and Consume
+// Consume implements transport.Source. Concurrency handlers take messages
+// from one claim loop, which also claims a few ahead of them (see ahead):
+// about as many as the handlers finish during four claims' round trips, so
+// that a handler that finishes takes the next message at once instead of
+// waiting for a claim, while a slow provider (long handlings) leaves next
+// to nothing claimed ahead, for other workers to take. The loop claims as
+// many as it has room for in one statement (at most one message per key,
+// see Claim), once at least a quarter of Concurrency is free, so that a
+// busy queue costs one claim per several messages and an idle one polls
+// once per pause, not once per slot. Each message is settled as its
+// disposition says when its handling ends; acknowledgements of messages
+// that end at about the same time share one statement, sent off the
+// handlers' goroutines (see acker). A claim that finds nothing pauses the
+// loop (PollMin doubling to PollMax, cut short when a message in flight
+// ends or this Queue publishes); so does a message that met an outage of
+// the ledger's store, rather than claiming more into the outage. When ctx
+// ends, no more is claimed, messages being handled get DrainTimeout to
+// finish and settle, those claimed ahead and not started are given back
+// (visible again at once, the claim not counted against them), and Consume
 // returns ctx.Err(). MaxClaimFailures failed claims in a row make Consume
 // return that error once the messages in flight are settled.
 func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error {
@@ -30,33 +37,62 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 		return errors.New("pgqueue: consume: WorkerID is required")
 	}
 	log := q.cfg.Logger.With("claimer", q.cfg.WorkerID, "topic", q.cfg.Topic)
-	l := &claimLoop{q: q, acks: startAcker(ctx, q, log), ended: make(chan bool, q.cfg.Concurrency), poll: q.cfg.PollMin}
+	most := q.cfg.Concurrency + maxAhead(q.cfg.Concurrency) // held at most
+	l := &claimLoop{q: q, acks: startAcker(ctx, q, log), ended: make(chan ending, most), poll: q.cfg.PollMin}
 	l.timer = time.NewTimer(time.Hour)
 	l.timer.Stop()
 	defer l.timer.Stop()
+	// work holds the messages claimed ahead; with held <= most, a send waits
+	// at most for a handler to take the previous one.
+	work := make(chan Claimed, maxAhead(q.cfg.Concurrency))
+	var (
+		handlers sync.WaitGroup
+		released = make(chan Claimed, most) // claimed, not started: ctx ended first
+	)
+	for range q.cfg.Concurrency {
+		handlers.Go(func() {
+			for c := range work {
+				if ctx.Err() != nil {
+					released <- c
+					l.ended <- ending{}
+					continue
+				}
+				t0 := time.Now()
+				outage := q.deliver(ctx, c, handle, l.acks)
+				l.ended <- ending{outage: outage, took: time.Since(t0)}
+			}
+		})
+	}
 	defer func() {
-		for ; l.inFlight > 0; l.inFlight-- { // every message in flight ends within DrainTimeout
+		close(work)
+		handlers.Wait() // every message being handled ends within DrainTimeout
+		for ; l.held > 0; l.held-- {
 			<-l.ended
 		}
-		l.acks.stop() // then their acknowledgements go out
+		close(released)
+		q.release(context.WithoutCancel(ctx), released, log)
+		l.acks.stop() // then the acknowledgements go out
 	}()
 	refill := max(1, q.cfg.Concurrency/4)
 	for failures := 0; ctx.Err() == nil; {
 		if l.outage {
 			// A message met an outage of the ledger's store: pause rather
-			// than claim the others into it.
+			// than claim more into it.
 			l.outage = false
-			l.pause(ctx, l.poll, false)
+			l.pause(ctx, l.poll, false, nil)
 			l.poll = min(2*l.poll, q.cfg.PollMax)
 			continue
 		}
-		free := q.cfg.Concurrency - l.inFlight
-		if free < refill && l.inFlight > 0 {
-			l.pause(ctx, time.Hour, true) // until a message ends (bounded by DrainTimeout and ctx)
+		l.collect()
+		free := q.cfg.Concurrency + l.ahead() - l.held
+		if free < refill && l.held > 0 {
+			l.pause(ctx, time.Hour, true, nil) // until a message ends (bounded by DrainTimeout and ctx)
 			continue
 		}
+		wake := q.published.wait() // before the claim: a publish during it counts
+		t0 := time.Now()
 		claimed, err := q.Claim(ctx, q.cfg.WorkerID, free)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && len(claimed) == 0 {
 			break
 		}
 		if err != nil {
@@ -65,29 +101,30 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 				return fmt.Errorf("pgqueue: %d consecutive failed claims: %w", failures, err)
 			}
 			log.WarnContext(ctx, "claim failed", "err", err, "failures", failures)
-			l.pause(ctx, l.poll, false)
+			l.pause(ctx, l.poll, false, nil)
 			l.poll = min(2*l.poll, q.cfg.PollMax)
 			continue
 		}
 		failures = 0
+		l.claiming = average(l.claiming, time.Since(t0))
 		for _, c := range claimed {
 			if c.Exhausted {
 				q.deliver(ctx, c, handle, l.acks) // dead-lettered by the claim: only logged
 				continue
 			}
-			l.inFlight++
-			go func() { l.ended <- q.deliver(ctx, c, handle, l.acks) }()
+			l.held++
+			work <- c
 		}
 		switch {
 		case len(claimed) == 0:
-			// Nothing ready: pause, doubling.
-			l.pause(ctx, l.poll, false)
+			// Nothing ready: pause, doubling, unless this Queue publishes.
+			l.pause(ctx, l.poll, false, wake)
 			l.poll = min(2*l.poll, q.cfg.PollMax)
 		case len(claimed) < free:
 			// Fewer ready than there was room for: look again when one
 			// ends, or after PollMin.
 			l.poll = q.cfg.PollMin
-			l.pause(ctx, q.cfg.PollMin, true)
+			l.pause(ctx, q.cfg.PollMin, true, wake)
 		default:
 			l.poll = q.cfg.PollMin
 		}
@@ -95,32 +132,119 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 	return ctx.Err()
 }
 
+// maxAhead bounds the messages a Consume claims ahead of its handlers: as
+// many again as Concurrency.
+func maxAhead(concurrency int) int { return concurrency }
+
+// ahead is how many messages to claim ahead of the handlers: as many as
+// they finish, all busy, during four claims' round trips (by the averages
+// so far; claims' times vary), at most maxAhead, which is also the answer
+// until both averages exist. A claim is sent once a quarter of Concurrency
+// is free, and what was claimed ahead keeps every handler busy while its
+// round trip runs, even when a whole wave of handlings ends at once
+// (measured with a zero-latency provider, handlings of about 15 ms and
+// claims of about 4 ms: with nothing claimed ahead, a 32-slot worker fed
+// by the relay had 19 messages in flight on average; claiming ahead, 30 to
+// 32). With a provider that answers in 300 ms and claims of 5 ms, it is
+// three messages: the rest of a burst is left for other workers.
+func (l *claimLoop) ahead() int {
+	c := l.q.cfg.Concurrency
+	if l.claiming <= 0 || l.handling <= 0 {
+		return maxAhead(c)
+	}
+	n := (4*int64(c)*int64(l.claiming) + int64(l.handling) - 1) / int64(l.handling)
+	return int(min(n, int64(maxAhead(c))))
+}
+
+// average folds d into the running average avg (zero: none yet), an
+// exponentially weighted one that follows the last few dozen values.
+func average(avg, d time.Duration) time.Duration {
+	if avg <= 0 {
+		return d
+	}
+	return avg + (d-avg)/16
+}
+
+// release gives back the messages claimed ahead and never started: visible
+// again at once, the claim not counted against them (as an outage's). A
+// message not given back (the statement failed) is handed out again after
+// its visibility timeout.
+func (q *Queue) release(ctx context.Context, msgs <-chan Claimed, log *slog.Logger) {
+	var ids []int64
+	var attempts []int32
+	for c := range msgs {
+		ids, attempts = append(ids, c.ID), append(attempts, int32(c.Attempt))
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	if _, err := q.cfg.DB.Exec(ctx, q.sql.release, ids, attempts); err != nil {
+		log.WarnContext(ctx, "messages claimed ahead not given back; they will be handed out again after their visibility timeout",
+			"rows", ids, "err", err)
+	}
+}
+
 // claimLoop is Consume's state.
 type claimLoop struct {
 	q        *Queue
 	acks     *acker
-	ended    chan bool // one per message in flight when it ends: whether it met an outage
-	inFlight int
+	ended    chan ending // one per message held when it ends (or is given back)
+	held     int         // messages claimed and not ended: being handled or claimed ahead
 	outage   bool
 	poll     time.Duration
 	timer    *time.Timer
+	claiming time.Duration // average round trip of a claim that did not fail
+	handling time.Duration // average handling of one message, settling included
+}
+
+// ending is what a handler says of a message held: whether its handling
+// met an outage, and how long it took (zero: given back unhandled).
+type ending struct {
+	outage bool
+	took   time.Duration
+}
+
+// end counts a message that ended.
+func (l *claimLoop) end(e ending) {
+	l.held--
+	l.outage = l.outage || e.outage
+	if e.took > 0 {
+		l.handling = average(l.handling, e.took)
+	}
+}
+
+// collect counts the messages that ended since the loop last looked
+// (during a claim, say), so that the next claim takes every free slot.
+func (l *claimLoop) collect() {
+	for {
+		select {
+		case e := <-l.ended:
+			l.end(e)
+		default:
+			return
+		}
+	}
 }
 
 // pause waits d, or until ctx ends, or (untilEnd) until a message in
-// flight ends. Messages ending meanwhile are counted.
-func (l *claimLoop) pause(ctx context.Context, d time.Duration, untilEnd bool) {
+// flight ends, or until wake fires (nil: never). Messages ending meanwhile
+// are counted.
+func (l *claimLoop) pause(ctx context.Context, d time.Duration, untilEnd bool, wake <-chan struct{}) {
 	l.timer.Reset(d)
 	defer l.timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case outage := <-l.ended:
-			l.inFlight--
-			l.outage = l.outage || outage
+		case e := <-l.ended:
+			l.end(e)
 			if untilEnd {
 				return
 			}
+		case <-wake:
+			return
 		case <-l.timer.C:
 			return
 		}

@@ -7,13 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"opledger/adapters/transport"
 )
 
-// MaxConcurrency bounds the messages one Consume holds in flight (and so
-// the rows one claim takes).
+// MaxConcurrency bounds Config.Concurrency, and so the rows one claim takes.
+// A Consume holds at most twice its Concurrency: as many being handled, and
+// up to as many claimed ahead (see Consume).
 const MaxConcurrency = 64
 
 // DefaultConcurrency is Config.Concurrency's default: a worker mostly waits
@@ -32,7 +34,8 @@ type Config struct {
 	// by Consume.
 	WorkerID string
 	// Concurrency bounds the messages one Consume handles at once (default
-	// DefaultConcurrency, at most MaxConcurrency).
+	// DefaultConcurrency, at most MaxConcurrency); it claims up to as many
+	// again ahead of its handlers (see Consume).
 	Concurrency int
 	// VisibilityTimeout hides a claimed message from other claimers (default
 	// 2m). It must exceed the longest handling (the worker's provider timeout
@@ -106,9 +109,35 @@ func (c *Config) validate() error {
 // transport.Source and transport.DeadLetterQueue, and is safe for
 // concurrent use.
 type Queue struct {
-	cfg    Config
-	schema string
-	sql    statements
+	cfg       Config
+	schema    string
+	sql       statements
+	published notifier // this Queue published: its Consume loops look again
+}
+
+// notifier tells every waiter at once that something happened: wait
+// returns a channel that notify closes.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+func (n *notifier) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
 }
 
 // New validates cfg. It does no I/O; the schema must have been migrated
@@ -130,7 +159,10 @@ func (q *Queue) Schema() string { return q.schema }
 
 // Publish implements transport.Publisher: one statement inserts the batch,
 // and a message id already present in its topic is left as it was (a relay
-// publishing again after a crash adds nothing).
+// publishing again after a crash adds nothing). A Consume of the same Queue
+// that found nothing claims again at once rather than finish its pause (a
+// worker running the relay); other processes' claimers find the messages at
+// their next poll.
 func (q *Queue) Publish(ctx context.Context, msgs []transport.Outbound) error {
 	if len(msgs) == 0 {
 		return nil
@@ -150,6 +182,7 @@ func (q *Queue) Publish(ctx context.Context, msgs []transport.Outbound) error {
 	if _, err := q.cfg.DB.Exec(ctx, q.sql.publish, topics, ids, keys, values, headers); err != nil {
 		return fmt.Errorf("publish %d messages to %s: %w", len(msgs), q.schema, err)
 	}
+	q.published.notify()
 	return nil
 }
 

@@ -296,3 +296,45 @@ func TestRetryHidesTheMessage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ready", msgs[0].State)
 }
+
+// A Consume claims ahead of its handlers; what it claimed ahead and never
+// started when it stops is given back at once, the claim not counted, and
+// another claimer takes it without waiting out the visibility timeout.
+func TestStopGivesBackWhatWasClaimedAhead(t *testing.T) {
+	t.Parallel()
+	rig := transporttest.New(t)
+	q := newQueue(t, rig, "w1", func(c *pgqueue.Config) { c.Concurrency = 1 })
+	require.NoError(t, q.Publish(t.Context(), []transport.Outbound{
+		{Topic: transport.TopicRefundRequests, Key: "OP-A", MessageID: "A1", Value: []byte("{}")},
+		{Topic: transport.TopicRefundRequests, Key: "OP-B", MessageID: "B1", Value: []byte("{}")},
+	}))
+	started, finish := make(chan string, 2), make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- q.Consume(ctx, func(_ context.Context, in transport.Inbound) transport.Disposition {
+			started <- string(in.Key)
+			<-finish
+			return transport.Disposition{Action: transport.ActionAck}
+		})
+	}()
+	require.Equal(t, "OP-A", <-started)
+	rig.Poll("B1 claimed ahead", func() bool {
+		msgs, err := q.ListTopic(t.Context(), transport.TopicRefundRequests, 0, 10)
+		return err == nil && len(msgs) == 2 && msgs[1].Attempts == 1
+	})
+	cancel()
+	close(finish)
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Empty(t, started, "B1 was never handled")
+
+	msgs, err := q.ListTopic(t.Context(), transport.TopicRefundRequests, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"acked", "ready"}, []string{msgs[0].State, msgs[1].State})
+	got, err := q.Claim(t.Context(), "w2", 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "B1 is visible again at once")
+	require.Equal(t, "B1", got[0].MessageID)
+	require.Equal(t, 2, got[0].Attempt)
+	require.Equal(t, 1, got[0].Counted(), "the claim given back is not counted")
+}

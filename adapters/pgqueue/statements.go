@@ -65,6 +65,11 @@ WHERE id = $1 AND attempts = $2 AND state = 'ready'`
 FROM unnest($1::bigint[], $2::int[]) AS a(id, attempts)
 WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'
 RETURNING m.id`
+	// sqlRelease gives back rows ($1) claimed ahead and never handled, each
+	// under its claim's attempt ($2): visible at once, the claim uncounted.
+	sqlRelease = `UPDATE %[1]s.messages m SET uncounted = m.uncounted + 1, visible_at = now()
+FROM unnest($1::bigint[], $2::int[]) AS a(id, attempts)
+WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'`
 	sqlDeadLetter = `UPDATE %[1]s.messages SET state = 'dead', settled_at = now(), dead_reason = $3, dead_detail = $4,
     headers = headers || $5::jsonb
 WHERE id = $1 AND attempts = $2 AND state = 'ready'`
@@ -127,7 +132,7 @@ FROM %[1]s.resubmissions WHERE dead_letter_id = ANY($1)`
 type statements struct {
 	loadCheckpoint, saveCheckpoint                  string
 	publish, claim, ack, deadLetter, retry, outage  string
-	ackBatch                                        string
+	ackBatch, release                               string
 	depthReady, depthDead                           string
 	listTopic, listDead, deadIDs, lockDead          string
 	markResubmit, insertMessage                     string
@@ -139,7 +144,7 @@ func newStatements(schema string) statements {
 	f := func(q string) string { return fmt.Sprintf(q, ident) }
 	return statements{
 		loadCheckpoint: f(sqlLoadCheckpoint), saveCheckpoint: f(sqlSaveCheckpoint),
-		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), ackBatch: f(sqlAckBatch), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
+		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), ackBatch: f(sqlAckBatch), release: f(sqlRelease), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
 		depthReady: f(sqlDepthReady), depthDead: f(sqlDepthDead),
 		listTopic: f(sqlListTopic), listDead: f(sqlListDead), deadIDs: f(sqlDeadIDs), lockDead: f(sqlLockDead),
 		markResubmit: f(sqlMarkResubmit), insertMessage: f(sqlInsertMessage),
