@@ -122,7 +122,7 @@ func (a *applier) applyBatch(ctx context.Context, tx pgx.Tx, from Checkpoint, ev
 		}
 	}
 	to := Checkpoint{Position: through, Text: through.String(), EventsApplied: from.EventsApplied + int64(len(events))}
-	if err := a.write(ctx, tx, m, to, now); err != nil {
+	if err := a.write(ctx, tx, m, to, now, loadAll); err != nil {
 		return from, nil, err
 	}
 	if a.beforeCommit != nil {
@@ -235,10 +235,11 @@ func queueJSON[R any](b *pgx.Batch, sql string, dst *[]R, args ...any) {
 	})
 }
 
-// write copies in the rows folding created (one COPY per table), then, in
-// one round trip, upserts those it changed, inserts the append-only rows and
-// moves the checkpoint.
-func (a *applier) write(ctx context.Context, tx pgx.Tx, m *batchModel, to Checkpoint, now time.Time) error {
+// write copies in the rows folding created and the append-only rows (one
+// COPY per table), then, in one round trip, upserts the rows it changed and
+// moves the checkpoint. A batch applied again (again: see errRowExists)
+// inserts its append-only rows once instead, leaving those already there.
+func (a *applier) write(ctx context.Context, tx pgx.Tx, m *batchModel, to Checkpoint, now time.Time, again bool) error {
 	var b pgx.Batch
 	if err := writeTable(ctx, tx, &b, a.sql.operations, m.ops, func(r *operationRow) rowChange { return r.change }, strings.Compare); err != nil {
 		return err
@@ -252,10 +253,10 @@ func (a *applier) write(ctx context.Context, tx pgx.Tx, m *batchModel, to Checkp
 	if err := writeTable(ctx, tx, &b, a.sql.deliveries, m.dels, func(r *deliveryRow) rowChange { return r.change }, compareDeliveryKeys); err != nil {
 		return err
 	}
-	if err := queueRows(&b, a.sql.insertEvidence, m.evidence); err != nil {
+	if err := writeAppendOnly(ctx, tx, &b, a.sql.evidence, m.evidence, again); err != nil {
 		return err
 	}
-	if err := queueRows(&b, a.sql.insertReconciliations, m.recons); err != nil {
+	if err := writeAppendOnly(ctx, tx, &b, a.sql.reconciliations, m.recons, again); err != nil {
 		return err
 	}
 	if err := queueRows(&b, a.sql.insertSkipped, m.skipped); err != nil {
@@ -296,6 +297,21 @@ func writeTable[K comparable, R copier](ctx context.Context, tx pgx.Tx, b *pgx.B
 		}
 	}
 	return queueRows(b, sql.upsert, updates)
+}
+
+// writeAppendOnly copies rows in, or (again) queues their insert-once.
+func writeAppendOnly[R copier](ctx context.Context, tx pgx.Tx, b *pgx.Batch, sql tableStatements, rows []R, again bool) error {
+	if again || len(rows) == 0 {
+		return queueRows(b, sql.upsert, rows)
+	}
+	_, err := tx.CopyFrom(ctx, sql.table, sql.columns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+		rows[i].normalize()
+		return rows[i].copyValues(), nil
+	}))
+	if err != nil {
+		return writeError(err)
+	}
+	return nil
 }
 
 // writeError wraps a failed write; a unique violation means a row the batch

@@ -233,6 +233,22 @@ func (r *capabilityRow) copyValues() []any {
 		nullText(r.RevokeReason), nullText(r.RevokedBy), r.LastEventSeq, r.Uses, r.UsesClaimed, r.UsesLeft}
 }
 
+// The append-only rows' values mirror their JSON: a member left out when
+// empty (omitempty) is NULL, as jsonb_populate_recordset makes it.
+
+func (r *evidenceRow) copyValues() []any {
+	return []any{r.EventID, r.EventSeq, r.Position, r.StreamID, r.Kind, r.RecordedAt, r.StoredAt,
+		nullText(r.OperationID), nullText(r.MessageID), nullText(r.CapabilityID), nullText(r.ExecutionID),
+		nullText(r.ExecutionState), nullText(r.Worker), nullText(r.Status), r.Reason,
+		r.ExecutionAttempted, r.ReplaySuspected, nullText(r.Detail), nullText(r.Command), r.LeaseEpoch, r.CurrentEpoch,
+		nullText(r.Outcome), nullText(r.ProviderReference)}
+}
+
+func (r *reconciliationRow) copyValues() []any {
+	return []any{r.EventID, r.EventSeq, r.Kind, r.ExecutionID, r.OperationID, nullText(r.Outcome), nullText(r.Method),
+		nullText(r.ProviderReference), nullText(r.Actor), nullText(r.Evidence), nullText(r.Reason), nullText(r.Detail), r.At}
+}
+
 func (r *deliveryRow) copyValues() []any {
 	return []any{r.MessageID, r.OperationID, r.FirstSeenAt, r.LastSeenAt, r.TimesSeen, r.Result,
 		nullText(r.Reason), nullText(r.CapabilityID), r.LastEventSeq}

@@ -15,7 +15,8 @@ type statements struct {
 	applyLockShared                                                   string
 	loadOperations, loadExecutions, loadCapabilities, loadDeliveries  string
 	operations, executions, capabilities, deliveries                  tableStatements
-	insertEvidence, insertReconciliations, insertSkipped              string
+	evidence, reconciliations                                         tableStatements // upsert: insert once
+	insertSkipped                                                     string
 	loadIncomplete                                                    string
 }
 
@@ -70,6 +71,16 @@ ON CONFLICT (%[3]s) DO UPDATE SET (%[4]s) = ROW(%[5]s)`
 ON CONFLICT (%[3]s) DO NOTHING`
 )
 
+// The columns of the append-only tables COPY writes, in the order of the
+// rows' copyValues.
+var (
+	evidenceColumns = []string{"event_id", "event_seq", "position", "stream_id", "kind", "recorded_at", "stored_at",
+		"operation_id", "message_id", "capability_id", "execution_id", "execution_state", "worker", "status", "reason",
+		"execution_attempted", "replay_suspected", "detail", "command", "lease_epoch", "current_epoch", "outcome", "provider_reference"}
+	reconciliationColumns = []string{"event_id", "event_seq", "kind", "execution_id", "operation_id", "outcome", "method",
+		"provider_reference", "actor", "evidence", "reason", "detail", "at"}
+)
+
 // The non-key columns of each mutable table, in table order: an upsert
 // overwrites them all; COPY writes the key columns and then these, in the
 // order of the rows' copyValues.
@@ -101,27 +112,38 @@ func table(schema, table string, key, columns []string) tableStatements {
 	}
 }
 
+// appendOnly is an append-only table keyed by event_id: its rows are
+// copied in, or (when the batch is applied again, see errRowExists)
+// inserted once with insertOnceSQL, held in upsert.
+func appendOnly(schema, table string, columns []string) tableStatements {
+	return tableStatements{
+		table:   pgx.Identifier{schema, table},
+		columns: columns,
+		upsert:  fmt.Sprintf(insertOnceSQL, quoteSchema(schema), table, "event_id"),
+	}
+}
+
 func newStatements(schema string) statements {
 	ident := quoteSchema(schema)
 	f := func(sql string) string { return fmt.Sprintf(sql, ident) }
 	return statements{
-		ensureCheckpoint:      f(ensureCheckpointSQL),
-		readCheckpoint:        f(readCheckpointSQL),
-		lockCheckpoint:        f(lockCheckpointSQL),
-		writeCheckpoint:       f(writeCheckpointSQL),
-		applyLockShared:       applyLockSharedSQL,
-		loadOperations:        f(loadOperationsSQL),
-		loadExecutions:        f(loadExecutionsSQL),
-		loadCapabilities:      f(loadCapabilitiesSQL),
-		loadDeliveries:        f(loadDeliveriesSQL),
-		operations:            table(schema, "operations", []string{"id"}, operationColumns),
-		executions:            table(schema, "executions", []string{"id"}, executionColumns),
-		capabilities:          table(schema, "capabilities", []string{"id"}, capabilityColumns),
-		deliveries:            table(schema, "deliveries", []string{"message_id", "operation_id"}, deliveryColumns),
-		insertEvidence:        fmt.Sprintf(insertOnceSQL, ident, "evidence", "event_id"),
-		insertReconciliations: fmt.Sprintf(insertOnceSQL, ident, "reconciliations", "event_id"),
-		insertSkipped:         fmt.Sprintf(insertOnceSQL, ident, "skipped_events", "event_id"),
-		loadIncomplete:        f(loadIncompleteSQL),
+		ensureCheckpoint: f(ensureCheckpointSQL),
+		readCheckpoint:   f(readCheckpointSQL),
+		lockCheckpoint:   f(lockCheckpointSQL),
+		writeCheckpoint:  f(writeCheckpointSQL),
+		applyLockShared:  applyLockSharedSQL,
+		loadOperations:   f(loadOperationsSQL),
+		loadExecutions:   f(loadExecutionsSQL),
+		loadCapabilities: f(loadCapabilitiesSQL),
+		loadDeliveries:   f(loadDeliveriesSQL),
+		operations:       table(schema, "operations", []string{"id"}, operationColumns),
+		executions:       table(schema, "executions", []string{"id"}, executionColumns),
+		capabilities:     table(schema, "capabilities", []string{"id"}, capabilityColumns),
+		deliveries:       table(schema, "deliveries", []string{"message_id", "operation_id"}, deliveryColumns),
+		evidence:         appendOnly(schema, "evidence", evidenceColumns),
+		reconciliations:  appendOnly(schema, "reconciliations", reconciliationColumns),
+		insertSkipped:    fmt.Sprintf(insertOnceSQL, ident, "skipped_events", "event_id"),
+		loadIncomplete:   f(loadIncompleteSQL),
 	}
 }
 
