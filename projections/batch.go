@@ -287,22 +287,16 @@ type copier interface {
 // updated ones.
 func writeTable[K comparable, R copier](ctx context.Context, tx pgx.Tx, b *pgx.Batch, sql tableStatements, rows map[K]R, change func(R) rowChange, compare func(a, b K) int) error {
 	fresh, updates := changedRows(rows, change, compare)
-	if len(fresh) > 0 {
-		_, err := tx.CopyFrom(ctx, sql.table, sql.columns, pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
-			fresh[i].normalize()
-			return fresh[i].copyValues(), nil
-		}))
-		if err != nil {
-			return writeError(err)
-		}
+	if err := copyRows(ctx, tx, sql, fresh); err != nil {
+		return err
 	}
 	return queueRows(b, sql.upsert, updates)
 }
 
-// writeAppendOnly copies rows in, or (again) queues their insert-once.
-func writeAppendOnly[R copier](ctx context.Context, tx pgx.Tx, b *pgx.Batch, sql tableStatements, rows []R, again bool) error {
-	if again || len(rows) == 0 {
-		return queueRows(b, sql.upsert, rows)
+// copyRows copies rows (none: nothing) into sql's table with one COPY.
+func copyRows[R copier](ctx context.Context, tx pgx.Tx, sql tableStatements, rows []R) error {
+	if len(rows) == 0 {
+		return nil
 	}
 	_, err := tx.CopyFrom(ctx, sql.table, sql.columns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
 		rows[i].normalize()
@@ -312,6 +306,14 @@ func writeAppendOnly[R copier](ctx context.Context, tx pgx.Tx, b *pgx.Batch, sql
 		return writeError(err)
 	}
 	return nil
+}
+
+// writeAppendOnly copies rows in, or (again) queues their insert-once.
+func writeAppendOnly[R copier](ctx context.Context, tx pgx.Tx, b *pgx.Batch, sql tableStatements, rows []R, again bool) error {
+	if again {
+		return queueRows(b, sql.upsert, rows)
+	}
+	return copyRows(ctx, tx, sql, rows)
 }
 
 // writeError wraps a failed write; a unique violation means a row the batch
