@@ -171,6 +171,20 @@ func TestConsoleOverHTTP(t *testing.T) {
 			require.Contains(t, text, want)
 		}
 		require.Contains(t, p.body, `data-refresh="1"`, "the page updates itself while open")
+		require.Contains(t, text, "OP-4474 Authorized export-download export EXP-4474 COR-OP-4474",
+			"an export download lists its kind and export, not an amount and an order it does not have")
+
+		x := auditor.get("/ui/operations/" + string(opExport))
+		require.Equal(t, http.StatusOK, x.status)
+		xt := x.text()
+		for _, want := range []string{"export-download of export EXP-4474", "Uses left 3", "0 of 3 claimed, 3 left"} {
+			require.Contains(t, xt, want)
+		}
+		require.NotContains(t, xt, "Amount")
+		refund := auditor.get("/ui/operations/" + string(opPending)).text()
+		require.Contains(t, refund, "25.00 EUR")
+		require.NotContains(t, refund, "claimed, ", "a refund's capability has no uses column")
+
 		p = auditor.get("/ui/operations?q=ORD-8842")
 		require.Contains(t, p.text(), "OP-4472")
 		require.NotContains(t, p.text(), "OP-4471 ")

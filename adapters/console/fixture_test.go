@@ -50,6 +50,7 @@ var tokenOf = map[httpapi.Role]string{
 const (
 	opEscalated domain.OperationID = "OP-4472" // claimed, its worker gone, lapsed, escalated by the reconciler
 	opPending   domain.OperationID = "OP-4473" // approved, its capability waiting on the queue
+	opExport    domain.OperationID = "OP-4474" // three downloads of export EXP-4474 approved, none claimed
 )
 
 // served is the seed's story played through serve's roles (harness: the
@@ -148,6 +149,8 @@ func newServed(t *testing.T) *served {
 
 	s.escalated = s.escalate()
 	_, err = s.world.Approve(ctx, opPending, "ORD-8843", 2500)
+	require.NoError(t, err)
+	_, err = s.world.ApproveDownloads(ctx, opExport, "EXP-4474", 3)
 	require.NoError(t, err)
 	_, err = stack.SetAside.Fail(ctx, setaside.Failure{Role: setaside.RoleReconciler, Item: "EXE-4499.1", OperationID: "OP-4499",
 		Reason: "store.error", Detail: "append: connection reset by peer", At: s.world.Clock.Now()}, setaside.Policy{MaxAttempts: 5})
@@ -275,7 +278,8 @@ func (s *served) waitProjected() {
 	for {
 		a, _, errA := s.reads.Operation(s.t.Context(), string(harness.StoryOperation))
 		b, _, errB := s.reads.Operation(s.t.Context(), string(opPending))
-		if errA == nil && errB == nil && a.State == "Completed" && b.State == "Authorized" {
+		x, _, errX := s.reads.Operation(s.t.Context(), string(opExport))
+		if errA == nil && errB == nil && errX == nil && a.State == "Completed" && b.State == "Authorized" && x.State == "Authorized" {
 			esc, err := s.reads.ListEscalations(s.t.Context(), nil, 10)
 			require.NoError(s.t, err)
 			refused, err := s.reads.ListEvidence(s.t.Context(), projections.EvidenceQuery{Kind: projections.EvidenceWriteRefused})
