@@ -9,13 +9,16 @@ import (
 
 // Escalation is one Escalated execution with what a person needs to settle
 // it: why it became Unknown, why it was escalated, and its operation's
-// amount, order and correlation.
+// kind, amount, order and correlation (an export download's export
+// instead of amount and order, which are then zero).
 type Escalation struct {
 	Execution
 	AmountMinor   int64
 	Currency      string
 	OrderID       string
 	CorrelationID string
+	Kind          string
+	ExportID      *string
 }
 
 // EscalationPage is one page of ListEscalations.
@@ -35,7 +38,7 @@ func (r *Reads) ListEscalations(ctx context.Context, after *TimeCursor, limit in
 	if after != nil {
 		w.add("(e.escalated_at, e.id) > (" + w.arg(after.At) + "::timestamptz, " + w.arg(after.ID) + "::text)")
 	}
-	stmt := `SELECT ` + executionQueryColumns + `, coalesce(o.amount_minor, 0), coalesce(o.currency, ''), coalesce(o.order_id, ''), o.correlation_id
+	stmt := `SELECT ` + executionQueryColumns + `, coalesce(o.amount_minor, 0), coalesce(o.currency, ''), coalesce(o.order_id, ''), o.correlation_id, o.kind, o.export_id
 FROM %[1]s.executions e JOIN %[1]s.operations o ON o.id = e.operation_id` + w.clause() +
 		` ORDER BY e.escalated_at, e.id LIMIT ` + w.arg(limit+1)
 	rows, err := r.db.Query(ctx, r.sql(stmt), w.args...)
@@ -44,7 +47,7 @@ FROM %[1]s.executions e JOIN %[1]s.operations o ON o.id = e.operation_id` + w.cl
 	}
 	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Escalation, error) {
 		var e Escalation
-		x, err := scanExecution(row, &e.AmountMinor, &e.Currency, &e.OrderID, &e.CorrelationID)
+		x, err := scanExecution(row, &e.AmountMinor, &e.Currency, &e.OrderID, &e.CorrelationID, &e.Kind, &e.ExportID)
 		e.Execution = x
 		return e, err
 	})

@@ -150,6 +150,8 @@ func TestReadsEscalationsAndEvidence(t *testing.T) {
 	require.Equal(t, "OP-C", x.OperationID)
 	require.Equal(t, "ORD-OP-C", x.OrderID)
 	require.EqualValues(t, 7_000, x.AmountMinor)
+	require.Equal(t, "refund", x.Kind)
+	require.Nil(t, x.ExportID)
 	require.NotNil(t, x.EscalatedAt)
 	require.Equal(t, "provider lookup inconclusive", *x.EscalationReason)
 	rest, err := reads.ListEscalations(ctx, &projections.TimeCursor{At: *x.EscalatedAt, ID: x.ID}, 10)
