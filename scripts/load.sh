@@ -25,7 +25,7 @@ go build -o "$tmp/loadgen" ./scripts/loadgen
 printf 'agent load-agent-token-0123456789 load\nworker load-worker-token-0123456789 load\n' > "$tmp/tokens"
 "$tmp/opledger" migrate >/dev/null
 OPLEDGER_LOG_LEVEL=warn "$tmp/opledger" provider-sim --listen 127.0.0.1:18181 2>"$tmp/sim.log" & pids+=($!)
-SCRATCH_PPROF=127.0.0.1:6060 OPLEDGER_LOG_LEVEL=warn "$tmp/opledger" serve --dev --rate-limit 0 --tokens "$tmp/tokens" --listen 127.0.0.1:18180 \
+OPLEDGER_LOG_LEVEL=warn "$tmp/opledger" serve --dev --rate-limit 0 --tokens "$tmp/tokens" --listen 127.0.0.1:18180 \
   --provider-url http://127.0.0.1:18181 2>"$tmp/serve.log" & pids+=($!)
 for _ in $(seq 1 100); do curl -sf http://127.0.0.1:18180/readyz >/dev/null && break; sleep 0.1; done
 "$tmp/loadgen" --api http://127.0.0.1:18180 --clients "${CLIENTS:-50}" --duration "${DURATION:-30s}" \
