@@ -12,7 +12,8 @@
 #
 #   scripts/bench.sh [--quick] [--only PREFIX[,PREFIX]] [--rounds N] [--out FILE]
 #
-#   --quick    small sizes and 1 s samples: about 3 minutes (full: about 20)
+#   --quick    small sizes and 1 s samples: about 3 minutes (full: about 11 on
+#              the 2-core development machine, within 20)
 #   --only     run only the figures whose names start with one of PREFIX
 #   --rounds   samples per figure and per baseline (default 5, at least 5)
 #   --out      the report (default BENCHMARKS.md at the repository's root;
