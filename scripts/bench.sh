@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
       args+=("$1")
       if [ "$1" = --only ] || [ "$1" = --rounds ] || [ "$1" = --cpuprofile ]; then args+=("$2"); shift; fi
       shift ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
