@@ -24,16 +24,18 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, `usage:
   opledger audit replay <operation-id> [--format table|json|mermaid] [--wide] [--width N]
   opledger audit verify [--json] [--from P] [--to P] [--allow-unhashed]
-                        [--digest FILE [--previous FILE] --public-key FILE]
+                        [--digest FILE [--previous FILE [--consistency-out FILE]] --public-key FILE]
   opledger audit digest --digest-key FILE [--to P] [--out FILE]
   opledger audit digest-key new --out FILE
   opledger audit prove <operation-id> --digest FILE [--out FILE]
   opledger audit check-proof PROOF --digest FILE --public-key FILE [--json]
+  opledger audit check-consistency PROOF --previous FILE --digest FILE --public-key FILE
   opledger audit provider-diff [--provider NAME] --provider-ledger FILE [--json]
 
 Each reads the event store itself (never the read models): DATABASE_URL / --database-url;
-check-proof reads nothing but its files. verify, check-proof and provider-diff exit 0 when
-all holds, 1 with a report when not. See docs/audit.md.`)
+check-proof and check-consistency read nothing but their files. verify, check-proof,
+check-consistency and provider-diff exit 0 when all holds, 1 with a report when not. See
+docs/audit.md.`)
 		if len(args) == 0 {
 			return 2
 		}
@@ -54,8 +56,10 @@ all holds, 1 with a report when not. See docs/audit.md.`)
 		return auditProve(ctx, args[1:], stdout, stderr)
 	case "check-proof":
 		return auditCheckProof(ctx, args[1:], stdout, stderr)
+	case "check-consistency":
+		return auditCheckConsistency(ctx, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "opledger audit: unknown subcommand %q (replay, verify, digest, digest-key, prove, check-proof, provider-diff)\n", args[0])
+	fmt.Fprintf(stderr, "opledger audit: unknown subcommand %q (replay, verify, digest, digest-key, prove, check-proof, check-consistency, provider-diff)\n", args[0])
 	return 2
 }
 
@@ -114,7 +118,7 @@ func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	f := newFlags("audit verify", "[--json] [--from P] [--to P] [--allow-unhashed] [--digest FILE [--previous FILE] --public-key FILE] [flags]", stderr)
+	f := newFlags("audit verify", "[--json] [--from P] [--to P] [--allow-unhashed] [--digest FILE [--previous FILE [--consistency-out FILE]] --public-key FILE] [flags]", stderr)
 	f.Bind(storeSettings...)
 	f.Bind(settings.DigestPublicKey)
 	asJSON := f.Local().Bool("json", false, "print the report as JSON")
@@ -122,6 +126,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	to := f.Local().String("to", "", "check events up to and including this global position")
 	digestFile := f.Local().String("digest", "", "a signed digest the log must match: its events unchanged, none removed, inserted or reordered")
 	previousFile := f.Local().String("previous", "", "an earlier digest the --digest one must extend (a consistency proof)")
+	consistencyOut := f.Local().String("consistency-out", "", "with --previous: write the consistency proof here when it holds, for audit check-consistency (no log needed)")
 	allowUnhashed := f.Local().Bool("allow-unhashed", false, "report events stored before hashing began as information, not violations")
 	if code, ok := f.Parse(args); !ok {
 		return code
@@ -134,6 +139,9 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	opts.AllowUnhashed = *allowUnhashed
 	if *previousFile != "" && *digestFile == "" {
 		return fail(stderr, "audit verify", errors.New("--previous needs --digest (the later digest that must extend it)"))
+	}
+	if *consistencyOut != "" && *previousFile == "" {
+		return fail(stderr, "audit verify", errors.New("--consistency-out needs --previous and --digest (the two digests the proof is about)"))
 	}
 	if *digestFile != "" {
 		var err error
@@ -173,6 +181,11 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if err != nil {
 		return fail(stderr, "audit verify", err)
+	}
+	if *consistencyOut != "" {
+		if err := writeConsistencyProof(*consistencyOut, opts.Previous, opts.Digest, report); err != nil {
+			return fail(stderr, "audit verify", err)
+		}
 	}
 	if !report.OK() {
 		return 1

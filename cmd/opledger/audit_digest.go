@@ -73,18 +73,25 @@ func auditDigest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return 0
 }
 
-// writeDigestTo writes d to path (atomically: a temporary file renamed) or,
+// writeDigestTo writes d to path (atomically, see writeAtomically) or,
 // when path is empty, to stdout.
 func writeDigestTo(d *audit.Digest, path string, stdout io.Writer) error {
 	if path == "" {
 		return d.WriteJSON(stdout)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".digest-*.tmp")
+	return writeAtomically(path, d.WriteJSON)
+}
+
+// writeAtomically writes a file at path with write: into a temporary file
+// beside it, synced, then renamed, so that a reader never meets half of
+// it (mode 0644: digests and proofs are public).
+func writeAtomically(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".opledger-*.tmp")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op once renamed
-	if err := d.WriteJSON(tmp); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -99,6 +106,70 @@ func writeDigestTo(d *audit.Digest, path string, stdout io.Writer) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// writeConsistencyProof writes the proof report found that digest extends
+// previous (the previous digest's check), or says why there is none.
+func writeConsistencyProof(path string, previous, digest *audit.Digest, report audit.Report) error {
+	for _, c := range report.Digests {
+		if c.Role != "previous" {
+			continue
+		}
+		p, err := audit.NewConsistencyProof(previous, digest, c)
+		if err != nil {
+			return fmt.Errorf("--consistency-out: no proof written: %w", err)
+		}
+		return writeAtomically(path, p.WriteJSON)
+	}
+	return errors.New("--consistency-out: no proof written: the report checked no previous digest")
+}
+
+// auditCheckConsistency is "audit check-consistency PROOF --previous FILE
+// --digest FILE --public-key FILE": offline, it opens no database.
+func auditCheckConsistency(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	const usage = "PROOF --previous FILE --digest FILE --public-key FILE"
+	f := newFlags("audit check-consistency", usage, stderr)
+	f.Bind(settings.DigestPublicKey)
+	previousFile := f.Local().String("previous", "", "the earlier digest")
+	digestFile := f.Local().String("digest", "", "the later digest, which must extend the earlier one")
+	if code, ok := f.Parse(args); !ok {
+		return code
+	}
+	proofArg := f.Arg(0)
+	if proofArg == "" || len(f.Args()) > 1 {
+		return fail(stderr, "audit check-consistency", errors.New("one proof file is required: opledger audit check-consistency "+usage))
+	}
+	v, err := loadDigestVerifier(f.Text(settings.DigestPublicKey))
+	if err != nil {
+		return fail(stderr, "audit check-consistency", err)
+	}
+	earlier, err := readDigest(*previousFile, "--previous")
+	if err != nil {
+		return fail(stderr, "audit check-consistency", err)
+	}
+	later, err := readDigest(*digestFile, "--digest")
+	if err != nil {
+		return fail(stderr, "audit check-consistency", err)
+	}
+	fh, err := os.Open(proofArg)
+	if err != nil {
+		return fail(stderr, "audit check-consistency", err)
+	}
+	defer fh.Close()
+	p, err := audit.ParseConsistencyProof(fh)
+	if err != nil {
+		return fail(stderr, "audit check-consistency", fmt.Errorf("%s: %w", proofArg, err))
+	}
+	if err := audit.CheckConsistency(p, earlier, later, v); err != nil {
+		if errors.Is(err, audit.ErrNotConsistent) || errors.Is(err, audit.ErrBadSignature) {
+			fmt.Fprintf(stdout, "NOT PROVED: %v\n", err)
+			return 1
+		}
+		return fail(stderr, "audit check-consistency", err)
+	}
+	fmt.Fprintf(stdout, "OK: the digest of %d events (root %s) extends the one of %d events (root %s): every event the earlier covers is, unchanged and in order, the start of the later\n",
+		later.TreeSize, later.Root, earlier.TreeSize, earlier.Root)
+	return 0
 }
 
 // auditProve is "audit prove <operation-id> --digest FILE".

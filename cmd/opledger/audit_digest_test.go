@@ -169,3 +169,62 @@ func TestServeDigestFlagsAreChecked(t *testing.T) {
 	require.ErrorContains(t, err, digestKeyEnv)
 	require.NoError(t, (&digestFlags{}).validate(), "off by default")
 }
+
+// TestAuditConsistencyCommands: verify with two digests writes the proof
+// that the later extends the earlier, and check-consistency checks it from
+// the two digests and the public key alone; given in the wrong order, or
+// with a proof edited, it says NOT PROVED.
+func TestAuditConsistencyCommands(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.Schema(t)
+	store := pgtest.OpenMigrated(t, url, schema)
+	playStory(t, store)
+	db := []string{"--database-url", url, "--store-schema", schema}
+	dir := t.TempDir()
+	key, d1, d2, proof := filepath.Join(dir, "digest.key"), filepath.Join(dir, "d1.json"), filepath.Join(dir, "d2.json"), filepath.Join(dir, "c.json")
+	code, out := cli(t, "audit", "digest-key", "new", "--out", key)
+	require.Equal(t, 0, code, out)
+	code, out = cli(t, append([]string{"audit", "digest", "--digest-key", key, "--out", d1}, db...)...)
+	require.Equal(t, 0, code, out)
+
+	w, err := harness.New(harness.Options{Store: store, ClientAttempts: 1})
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	_, err = w.Approve(t.Context(), "OP-7001", "ORD-7001", 1000) // the log grows
+	require.NoError(t, err)
+	code, out = cli(t, append([]string{"audit", "digest", "--digest-key", key, "--out", d2}, db...)...)
+	require.Equal(t, 0, code, out)
+
+	code, out = cli(t, append([]string{"audit", "verify", "--consistency-out", proof}, db...)...)
+	require.Equal(t, 1, code, "the proof is about two digests")
+	require.Contains(t, out, "--consistency-out needs --previous and --digest")
+	code, out = cli(t, append([]string{"audit", "verify", "--digest", d2, "--previous", d1, "--public-key", key + ".pub", "--consistency-out", proof}, db...)...)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "the later digest extends it")
+
+	check := func(args ...string) (int, string) {
+		return cli(t, append([]string{"audit", "check-consistency"}, args...)...)
+	}
+	code, out = check(proof, "--previous", d1, "--digest", d2, "--public-key", key+".pub", "--database-url", "postgres://nobody@127.0.0.1:1/none")
+	require.Equal(t, 2, code, "check-consistency takes no database flags: it reads nothing but its files")
+	code, out = check(proof, "--previous", d1, "--digest", d2, "--public-key", key+".pub")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "OK: the digest of ")
+	code, out = check(proof, "--previous", d2, "--digest", d1, "--public-key", key+".pub")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "NOT PROVED")
+
+	raw, err := os.ReadFile(proof)
+	require.NoError(t, err)
+	p, err := audit.ParseConsistencyProof(bytes.NewReader(raw))
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Hashes)
+	edited := filepath.Join(dir, "edited.json")
+	require.NoError(t, os.WriteFile(edited, bytes.Replace(raw, []byte(p.Hashes[0]), []byte(strings.Repeat("a", 64)), 1), 0o644))
+	code, out = check(edited, "--previous", d1, "--digest", d2, "--public-key", key+".pub")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "NOT PROVED")
+	code, out = check("--previous", d1, "--digest", d2, "--public-key", key+".pub")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "one proof file is required")
+}
