@@ -30,12 +30,14 @@ const (
 // Provider wraps p: every call to the provider is a client span, a child
 // of the caller's.
 func Provider(p domain.Provider, tp trace.TracerProvider) domain.Provider {
-	return &tracedProvider{next: p, tracer: tp.Tracer(tracerName)}
+	t := tp.Tracer(tracerName)
+	return &tracedProvider{next: p, tracer: t, tracedReads: tracedReads{next: p, tracer: t, party: "provider"}}
 }
 
 type tracedProvider struct {
 	next   domain.Provider
 	tracer trace.Tracer
+	tracedReads
 }
 
 func (p *tracedProvider) CreateRefund(ctx context.Context, req domain.RefundRequest) domain.RefundResult {
@@ -51,29 +53,6 @@ func (p *tracedProvider) CreateRefund(ctx context.Context, req domain.RefundRequ
 		span.SetStatus(codes.Error, "outcome unknown")
 	}
 	return res
-}
-
-func (p *tracedProvider) LookupByReference(ctx context.Context, op domain.OperationID) ([]domain.ProviderEffect, error) {
-	ctx, span := p.tracer.Start(ctx, "provider look up by reference", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String(ledger.AttrOperationID, string(op))))
-	defer span.End()
-	effects, err := p.next.LookupByReference(ctx, op)
-	span.SetAttributes(attribute.Int(AttrEffects, len(effects)))
-	fail(span, err)
-	return effects, err
-}
-
-func (p *tracedProvider) RetrieveByKey(ctx context.Context, key domain.IdempotencyKey) (domain.ProviderEffect, bool, error) {
-	ctx, span := p.tracer.Start(ctx, "provider retrieve by key", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String(AttrIdempotencyKey, string(key))))
-	defer span.End()
-	effect, found, err := p.next.RetrieveByKey(ctx, key)
-	if found {
-		span.SetAttributes(attribute.String(ledger.AttrOperationID, string(effect.OperationID)), attribute.String(AttrProviderRef, effect.Reference))
-	}
-	span.SetAttributes(attribute.Int(AttrEffects, boolInt(found)))
-	fail(span, err)
-	return effect, found, err
 }
 
 // Worker wraps w: every message is a consumer span, the parent of the
@@ -134,12 +113,14 @@ func boolInt(b bool) int {
 // Exports wraps e: every call to the export-delivery service is a client
 // span, a child of the caller's.
 func Exports(e domain.ExportDeliverer, tp trace.TracerProvider) domain.ExportDeliverer {
-	return &tracedExports{next: e, tracer: tp.Tracer(tracerName)}
+	t := tp.Tracer(tracerName)
+	return &tracedExports{next: e, tracer: t, tracedReads: tracedReads{next: e, tracer: t, party: "export"}}
 }
 
 type tracedExports struct {
 	next   domain.ExportDeliverer
 	tracer trace.Tracer
+	tracedReads
 }
 
 func (e *tracedExports) DeliverExport(ctx context.Context, req domain.ExportDelivery) domain.EffectResult {
@@ -155,21 +136,38 @@ func (e *tracedExports) DeliverExport(ctx context.Context, req domain.ExportDeli
 	return res
 }
 
-func (e *tracedExports) LookupByReference(ctx context.Context, op domain.OperationID) ([]domain.ProviderEffect, error) {
-	ctx, span := e.tracer.Start(ctx, "export look up by reference", trace.WithSpanKind(trace.SpanKindClient),
+// effectReads are the reads reconciliation asks a provider and the
+// export-delivery service alike.
+type effectReads interface {
+	LookupByReference(ctx context.Context, op domain.OperationID) ([]domain.ProviderEffect, error)
+	RetrieveByKey(ctx context.Context, key domain.IdempotencyKey) (domain.ProviderEffect, bool, error)
+}
+
+// tracedReads makes each read a client span named after party.
+type tracedReads struct {
+	next   effectReads
+	tracer trace.Tracer
+	party  string // "provider", "export"
+}
+
+func (r tracedReads) LookupByReference(ctx context.Context, op domain.OperationID) ([]domain.ProviderEffect, error) {
+	ctx, span := r.tracer.Start(ctx, r.party+" look up by reference", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String(ledger.AttrOperationID, string(op))))
 	defer span.End()
-	effects, err := e.next.LookupByReference(ctx, op)
+	effects, err := r.next.LookupByReference(ctx, op)
 	span.SetAttributes(attribute.Int(AttrEffects, len(effects)))
 	fail(span, err)
 	return effects, err
 }
 
-func (e *tracedExports) RetrieveByKey(ctx context.Context, key domain.IdempotencyKey) (domain.ProviderEffect, bool, error) {
-	ctx, span := e.tracer.Start(ctx, "export retrieve by key", trace.WithSpanKind(trace.SpanKindClient),
+func (r tracedReads) RetrieveByKey(ctx context.Context, key domain.IdempotencyKey) (domain.ProviderEffect, bool, error) {
+	ctx, span := r.tracer.Start(ctx, r.party+" retrieve by key", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String(AttrIdempotencyKey, string(key))))
 	defer span.End()
-	effect, found, err := e.next.RetrieveByKey(ctx, key)
+	effect, found, err := r.next.RetrieveByKey(ctx, key)
+	if found {
+		span.SetAttributes(attribute.String(ledger.AttrOperationID, string(effect.OperationID)), attribute.String(AttrProviderRef, effect.Reference))
+	}
 	span.SetAttributes(attribute.Int(AttrEffects, boolInt(found)))
 	fail(span, err)
 	return effect, found, err
