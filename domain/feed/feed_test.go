@@ -172,6 +172,9 @@ func TestWait(t *testing.T) {
 	r := newReader(t, s)
 	page, err := r.Read(t.Context(), nil, feed.MaxPage)
 	require.NoError(t, err)
+	short, err := r.Wait(t.Context(), nil, feed.MaxPage, time.Nanosecond)
+	require.NoError(t, err)
+	require.Equal(t, page, short, "a wait shorter than a read still reads once")
 
 	x := domain.ExecutionID("EXE-1.1")
 	appendEvents(t, s, "operation-OP-1", domain.LeaseRenewed{ExecutionID: x, LeaseEpoch: 2, RenewedAt: t0}) // no entry

@@ -102,21 +102,19 @@ func (r *Reader) Read(ctx context.Context, after eventstore.Position, limit int)
 var errFound = errors.New("found")
 
 // Wait is Read that, when the log holds no entry after after, waits up to
-// wait for one: it follows the log (eventstore.Subscribe, pausing PollMin
-// doubling to PollMax between empty reads) and returns the first page with
-// entries, or, when wait has passed, an empty page whose Next is as far as
-// it read. wait <= 0 is Read.
+// wait for one: it reads once whatever wait is, then follows the log
+// (eventstore.Subscribe, pausing PollMin doubling to PollMax between empty
+// reads) and returns the first page with entries (or a full page), or,
+// when wait has passed, an empty page whose Next is as far as it read.
+// wait <= 0 is Read.
 func (r *Reader) Wait(ctx context.Context, after eventstore.Position, limit int, wait time.Duration) (Page, error) {
-	if wait <= 0 {
-		return r.Read(ctx, after, limit)
-	}
-	if limit < 1 || limit > MaxPage {
-		return Page{}, fmt.Errorf("feed: read of %d events, want 1..%d", limit, MaxPage)
+	page, err := r.Read(ctx, after, limit)
+	if err != nil || wait <= 0 || len(page.Entries) > 0 || page.Full {
+		return page, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	page := Page{Next: after}
-	err := eventstore.Subscribe(wctx, r.cfg.Store, after, eventstore.SubscribeOptions{
+	err = eventstore.Subscribe(wctx, r.cfg.Store, page.Next, eventstore.SubscribeOptions{
 		BatchSize: limit, MinBackoff: r.cfg.PollMin, MaxBackoff: r.cfg.PollMax, MaxUnavailable: 1,
 	}, func(ctx context.Context, recs []eventstore.RecordedEvent) error {
 		entries, err := r.Entries(ctx, recs)
