@@ -75,7 +75,8 @@ func change(e domain.Event) (Entry, mapping) {
 	case domain.Claimed:
 		return Entry{State: StateExecuting, CapabilityID: ev.CapabilityID, ExecutionID: ev.ExecutionID, Attempt: ev.Attempt,
 			Use: ev.Use, IdempotencyKey: ev.IdempotencyKey, At: ev.ClaimedAt}, mapped
-	case domain.DeliveryDuplicated, domain.PresentationRejected, domain.LeaseRenewed, domain.WriteRefused:
+	case domain.DeliveryDuplicated, domain.PresentationRejected, domain.LeaseRenewed, domain.WriteRefused,
+		domain.RefusalsSummarized:
 		// Evidence and lease upkeep: the operation's state does not change.
 		return Entry{}, ignored
 	case domain.OutcomeRecorded:

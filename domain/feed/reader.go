@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"opledger/domain"
 	"opledger/domain/codec"
 	"opledger/eventstore"
+	"opledger/eventstore/follow"
 )
 
 // Bounds of a read.
@@ -34,7 +36,7 @@ type ReaderConfig struct {
 	HeadCache int
 	// PollMin and PollMax bound the pause between empty reads while Wait
 	// waits (defaults 20ms, 250ms): a waiting reader reads the log at most
-	// 1/PollMin times a second, and sees a new entry within PollMax.
+	// 1/PollMin times a second, and sees a new entry within about PollMax.
 	PollMin, PollMax time.Duration
 }
 
@@ -98,46 +100,73 @@ func (r *Reader) Read(ctx context.Context, after eventstore.Position, limit int)
 	return page, nil
 }
 
-// errFound stops Wait's subscription at the first page with entries.
-var errFound = errors.New("found")
-
 // Wait is Read that, when the log holds no entry after after, waits up to
-// wait for one: it reads once whatever wait is, then follows the log
-// (eventstore.Subscribe, pausing PollMin doubling to PollMax between empty
-// reads) and returns the first page with entries (or a full page), or,
-// when wait has passed, an empty page whose Next is as far as it read.
-// wait <= 0 is Read.
+// wait for one: it reads once whatever wait is, then follows the log with
+// the shared log follower (eventstore/follow: pausing PollMin doubling to
+// PollMax between empty reads) and returns the first page with entries (or
+// a full page), or, when wait has passed, an empty page whose Next is as
+// far as it read. wait <= 0 is Read. A failed read fails the call.
 func (r *Reader) Wait(ctx context.Context, after eventstore.Position, limit int, wait time.Duration) (Page, error) {
 	page, err := r.Read(ctx, after, limit)
 	if err != nil || wait <= 0 || len(page.Entries) > 0 || page.Full {
 		return page, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	err = eventstore.Subscribe(wctx, r.cfg.Store, page.Next, eventstore.SubscribeOptions{
-		BatchSize: limit, MinBackoff: r.cfg.PollMin, MaxBackoff: r.cfg.PollMax, MaxUnavailable: 1,
-	}, func(ctx context.Context, recs []eventstore.RecordedEvent) error {
-		entries, err := r.Entries(ctx, recs)
-		if err != nil {
-			return err
-		}
-		page.Next, page.Full = recs[len(recs)-1].Position, len(recs) == limit
-		if len(entries) > 0 || page.Full {
-			page.Entries = entries
-			return errFound
-		}
-		return nil
+	wctx, stop := context.WithTimeout(ctx, wait)
+	defer stop()
+	w := &waiter{r: r, page: page, stop: stop}
+	f, err := follow.New(follow.Config[struct{}]{
+		Name: "feed wait", Store: r.cfg.Store, Handler: w, BatchSize: limit,
+		PollMin: r.cfg.PollMin, PollMax: r.cfg.PollMax, MaxFailures: 1, Logger: quiet,
 	})
+	if err != nil {
+		return Page{}, err
+	}
+	err = f.Run(wctx)
 	switch {
-	case errors.Is(err, errFound):
-		return page, nil
+	case w.err != nil:
+		return Page{}, w.err
 	case ctx.Err() != nil:
 		return Page{}, ctx.Err()
-	case wctx.Err() != nil:
-		return page, nil // waited long enough: nothing yet
+	case wctx.Err() == nil: // the follower gave up: an outage
+		return Page{}, fmt.Errorf("feed: wait: %w", err)
 	}
-	return Page{}, err
+	return w.page, nil // found, or waited long enough
 }
+
+// quiet is the waiting follower's logger: its outages come back as Wait's
+// error, and a line per long-poll would drown serve's log.
+var quiet = slog.New(slog.DiscardHandler)
+
+// waiter is the follower's Handler while Wait waits: it maps each batch to
+// entries and stops the wait at the first page that has some.
+type waiter struct {
+	r    *Reader
+	page Page
+	stop context.CancelFunc
+	err  error
+}
+
+func (w *waiter) Resume(context.Context) (eventstore.Position, error) { return w.page.Next, nil }
+
+func (w *waiter) Handle(ctx context.Context, b follow.Batch[struct{}]) (eventstore.Position, error) {
+	entries, err := w.r.Entries(ctx, b.Events)
+	if err != nil {
+		if ctx.Err() == nil { // not merely the wait ending mid-read
+			w.err = err
+		}
+		w.stop()
+		return b.After, nil
+	}
+	last := b.Events[len(b.Events)-1].Position
+	w.page.Next, w.page.Full = last, b.Full
+	if len(entries) > 0 || b.Full {
+		w.page.Entries = entries
+		w.stop()
+	}
+	return last, nil
+}
+
+func (w *waiter) Idle(context.Context) error { return nil }
 
 // Entries maps log events (in the log's order) to the feed's entries:
 // events of streams other than operations' and events that change no
