@@ -209,7 +209,8 @@ ORDER BY e.attempt, e.started_at, e.id LIMIT $2`), op, MaxExecutionsListed)
 }
 
 // Capability is one row of the capabilities table. State is what events
-// made it (Issued, Consumed, Revoked); StateAt tells Expired apart.
+// made it (Issued, Consumed, Revoked, Superseded); StateAt tells Expired
+// apart.
 type Capability struct {
 	ID                  string
 	OperationID         string
