@@ -44,6 +44,9 @@ type TimelineRow struct {
 	// Reason is a stable reason code (or reconciliation method).
 	Reason string `json:"reason,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Counted is how many refusals an evidence event accounts for when it
+	// summarises more than one (0: the event is one).
+	Counted int64 `json:"counted,omitempty"`
 }
 
 // Replay reads operation op's stream straight from the store (never from a
@@ -105,5 +108,16 @@ func timelineRow(rec eventstore.RecordedEvent) (TimelineRow, error) {
 		row.Time = rec.RecordedAt
 	}
 	row.Time = row.Time.UTC()
+	return row, nil
+}
+
+// RowOf decodes one stored event of an operation's stream into its row, as
+// Replay does: for a reader that reads the stream itself (the console,
+// which reads only what a stream gained since it last looked).
+func RowOf(rec eventstore.RecordedEvent) (TimelineRow, error) {
+	row, err := timelineRow(rec)
+	if err != nil {
+		return TimelineRow{}, fmt.Errorf("%s@%d (%s): %w", rec.StreamID, rec.Version, rec.Position, err)
+	}
 	return row, nil
 }
