@@ -42,7 +42,7 @@ type EvidenceGroup struct {
 	First, Last time.Time // their times
 	Events      int64     // events in the run
 	// Refusals is what the run accounts for: one per event, and a summary
-	// event's own count (TimelineRow.Counted).
+	// event's own count (TimelineRow.Count).
 	Refusals        int64
 	Types           []Tally // by event type, first seen first
 	Reasons         []Tally // by reason code, first seen first
@@ -61,7 +61,7 @@ func (g *EvidenceGroup) add(r TimelineRow) {
 	}
 	g.To, g.Last = r.Version, r.Time
 	g.Events++
-	n := max(r.Counted, 1)
+	n := max(r.Count, 1)
 	g.Refusals += n
 	g.Types = tally(g.Types, r.Event, n, maxGroupReasons)
 	if r.Reason != "" {
@@ -148,7 +148,7 @@ func (t *Timeline) Add(r TimelineRow) error {
 	}
 	t.Events++
 	t.Next++
-	if !domain.IsEvidence(r.Event) {
+	if !domain.IsEvidenceType(r.Event) {
 		t.Entries = append(t.Entries, TimelineEntry{Row: &r})
 		return nil
 	}

@@ -34,7 +34,7 @@ func TestTimelineCollapsesRunsOfEvidence(t *testing.T) {
 		add(domain.TypePresentationRejected, "worker-z", string(domain.ReasonCapabilityAlreadyConsumed), "execution not attempted; replay suspected")
 	}
 	summary := audit.TimelineRow{Event: domain.TypePresentationRejected, Actor: "worker-z", Reason: string(domain.ReasonCapabilityAlreadyConsumed),
-		Detail: "replay suspected", Counted: 40}
+		Detail: "replay suspected", Count: 40}
 	summary.Version, summary.Time = int64(len(rows)), t0.Add(time.Hour)
 	rows = append(rows, summary) // a summary event counts what it stands for
 

@@ -1,4 +1,4 @@
--- 005: a superseded capability, and expiry judged by the ledger's clock.
+-- 006: a superseded capability, and expiry judged by the ledger's clock.
 --
 -- A capability whose decision a later decision of its operation superseded
 -- can never be claimed again (the ledger refuses it as
