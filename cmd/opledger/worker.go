@@ -19,6 +19,7 @@ import (
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/worker"
+	"opledger/eventstore/follow"
 )
 
 func init() {
@@ -248,8 +249,8 @@ var errShutdownOverdue = errors.New("stopped with work in flight after the shutd
 
 // relayLeader gives each relay its PostgreSQL leader lock, so that serve
 // instances (and workers run with --relay) publish each message once.
-func relayLeader(pool *pgxpool.Pool, schema string) func(string) (transport.Leadership, error) {
-	return func(name string) (transport.Leadership, error) { return pgqueue.NewLeader(pool, schema, name) }
+func relayLeader(pool *pgxpool.Pool, schema string) func(string) (follow.Leadership, error) {
+	return func(name string) (follow.Leadership, error) { return pgqueue.NewLeader(pool, schema, name) }
 }
 
 func transportName(brokers []string) string {
