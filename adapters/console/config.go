@@ -59,6 +59,9 @@ type Health struct {
 	Roles func(ctx context.Context) []httpapi.RoleStatus
 	// Relays reports each relay's status and lag.
 	Relays func(ctx context.Context) []RelayState
+	// Replication reports the event store's replication as last checked,
+	// as /readyz does (no I/O).
+	Replication func() httpapi.Replication
 }
 
 // Config configures a Console. Zero values take defaults.

@@ -242,7 +242,8 @@ func TestConsoleOverHTTP(t *testing.T) {
 
 		p = auditor.get("/ui/health")
 		text = p.text()
-		for _, want := range []string{"Behind the log", "projector", "refund-requests", "EXE-4499.1", "store.error"} {
+		for _, want := range []string{"Behind the log", "projector", "refund-requests", "EXE-4499.1", "store.error",
+			"Writes are NOT synchronously replicated", "synchronous_standby_names is empty"} {
 			require.Contains(t, text, want)
 		}
 	})

@@ -68,6 +68,7 @@ type system struct {
 	env      []string
 	tokens   string // the tokens file serve reads
 	keys     string // the signing key ring
+	dbURL    string // the database (set by newRecoveringSystem)
 }
 
 func freeAddr(t *testing.T) string {
@@ -107,6 +108,16 @@ func tail(s string, n int) string {
 
 func newSystem(t *testing.T) *system {
 	t.Helper()
+	// The reconciler is off: it would (rightly) resend a lapsed execution's
+	// request under its key, and these tests count requests from workers.
+	// The reconciler is proven by the scenario tests in cmd/opledger/harness.
+	return newSystemWith(t, "--disable", "reconciler")
+}
+
+// newSystemWith starts serve with serveArgs after the ones every system
+// has (--test-clock, its own address, a sweep every 100ms).
+func newSystemWith(t *testing.T, serveArgs ...string) *system {
+	t.Helper()
 	url, schema := pgtest.Schema(t)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
@@ -128,10 +139,7 @@ func newSystem(t *testing.T) *system {
 	out, err = migrate.CombinedOutput()
 	require.NoError(t, err, string(out))
 	start(t, "provider-sim", s.env, "provider-sim", "--listen", s.sim)
-	// The reconciler is off: it would (rightly) resend a lapsed execution's
-	// request under its key, and these tests count requests from workers.
-	// The reconciler is proven by the scenario tests in cmd/opledger/harness.
-	s.serve = start(t, "serve", s.env, "serve", "--test-clock", "--listen", s.api, "--sweep-interval", "100ms", "--disable", "reconciler")
+	s.serve = start(t, "serve", s.env, append([]string{"serve", "--test-clock", "--listen", s.api, "--sweep-interval", "100ms"}, serveArgs...)...)
 	s.waitReady()
 	return s
 }
@@ -300,6 +308,16 @@ func TestEndToEndOverHTTP(t *testing.T) {
 		requests, refunds := s.simLedger(op)
 		require.Equal(t, 1, requests)
 		require.Equal(t, 1, refunds)
+	})
+
+	t.Run("readiness says whether writes are synchronously replicated", func(t *testing.T) {
+		r := s.call("GET", "/readyz", "", nil)
+		require.Equal(t, 200, r.status, "not required: ready either way")
+		repl, ok := r.body["replication"].(map[string]any)
+		require.True(t, ok, r.body)
+		require.Equal(t, false, repl["required"])
+		require.NotEmpty(t, repl["checked_at"])
+		require.Contains(t, repl["detail"], "synchronous_standby_names=")
 	})
 
 	t.Run("a forged token is refused and recorded", func(t *testing.T) {
