@@ -12,6 +12,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/domain/ledger"
 	"opledger/domain/setaside"
+	"opledger/eventstore"
 	"opledger/projections"
 )
 
@@ -72,6 +73,9 @@ type Config struct {
 	// operations' streams; its clock is the ledger's time the pages show.
 	// Required.
 	Ledger *ledger.Handler
+	// Events reads the operations' streams for their pages (default:
+	// Ledger.Store()).
+	Events eventstore.Store
 	// Tokens authenticates the token pasted at sign-in, and again on every
 	// request. Required.
 	Tokens Authenticator
