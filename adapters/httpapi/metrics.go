@@ -51,6 +51,7 @@ type Metrics struct {
 	deadLetters     *prometheus.GaugeVec
 	setAside        *prometheus.GaugeVec
 	replication     replicationGauges
+	attention       attentionGauges
 }
 
 // NewMetrics returns metrics registered in a fresh registry, with the Go
@@ -100,6 +101,8 @@ func NewMetrics() *Metrics {
 	m.addSurface()
 	m.replication = newReplicationGauges()
 	m.reg.MustRegister(m.replication.collectors()...)
+	m.attention = newAttentionGauges()
+	m.reg.MustRegister(m.attention.collectors()...)
 	m.reg.MustRegister(m.claims, m.refusals, m.executions, m.unknownAge, m.lagEvents, m.lagSeconds, m.scrapeErrors,
 		m.reconciled, m.providerSends, m.providerLatency, m.requests, m.requestLatency,
 		m.rateLimited, m.reloads, m.roleUp, m.roleRestarts, m.relayLagEvents, m.relayLagSeconds,
