@@ -173,6 +173,8 @@ func (v *verifier) apply(rec *eventstore.RecordedEvent, d decodedEvent, op domai
 		default:
 			v.emit(S2Decodable, nil, "refused write on %s states secret check %q", ev.ExecutionID, clipText(string(ev.SecretCheck)))
 		}
+	case domain.LogRegressed, domain.LogRegressionAcknowledged:
+		v.emit(S2Decodable, nil, "%s belongs in %s, never in an operation's stream", rec.Type, domain.RegressionStream)
 	default:
 		v.unhandled++
 		v.emit(S2Decodable, nil, "event type %s is not one this audit knows", rec.Type)
