@@ -212,7 +212,7 @@ func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, 
 			if cached {
 				// Unfenced: make sure no event came after the cached state,
 				// and that the stream still holds it.
-				f := &folding{state: state, lastID: anchor}
+				f := &folding{state: state, lastID: anchor, remembered: true}
 				if err := h.catchUp(ctx, stream, f); err != nil {
 					h.cache.forget(stream)
 					g, regressed, lerr := h.afterRegression(ctx, stream, err)
@@ -241,7 +241,7 @@ func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, 
 				h.cfg.Logger.DebugContext(ctx, "version conflict; deciding again", "stream", stream, "try", try+1, "cached", cached)
 				// The events after the state decided on are all that changed,
 				// unless the stream no longer holds the state's last event.
-				f := &folding{state: state, lastID: anchor}
+				f := &folding{state: state, lastID: anchor, remembered: true}
 				cached = false
 				if err := h.catchUp(ctx, stream, f); err != nil {
 					state = nil // load it whole
@@ -307,7 +307,7 @@ func (h *Handler) appendEvents(ctx context.Context, stream string, expected even
 func (h *Handler) Load(ctx context.Context, op domain.OperationID) (*domain.Operation, error) {
 	stream := op.StreamName()
 	if state, anchor, ok := h.cache.get(stream); ok {
-		f := &folding{state: state, lastID: anchor}
+		f := &folding{state: state, lastID: anchor, remembered: true}
 		err := h.catchUp(ctx, stream, f)
 		if err == nil {
 			h.cache.put(stream, state, f.lastID)
@@ -350,12 +350,15 @@ func (h *Handler) Kind(ctx context.Context, op domain.OperationID) (domain.Opera
 
 // folding is a state being folded from a stream: how many events were
 // folded into it so far by this load, and the id and hash of the last one
-// (the event at state.Version; lastID "" when none is known).
+// (the event at state.Version; lastID "" when none is known). remembered
+// marks a state the handler held from before (its cache, or a load before
+// a conflict): its catch-up checks the stream still holds its last event.
 type folding struct {
-	state    *domain.Operation
-	folded   int
-	lastID   string
-	lastHash []byte
+	state      *domain.Operation
+	folded     int
+	lastID     string
+	lastHash   []byte
+	remembered bool
 }
 
 // catchUpProbe is how many events after a cached state the first read of
@@ -397,8 +400,9 @@ func (h *Handler) load(ctx context.Context, stream string) (*folding, error) {
 }
 
 // catchUp folds into f every event of stream after f's state, page by
-// page, refusing a stream longer than MaxStreamEvents. When f knows the
-// event at its state's version (lastID), the first read starts there and
+// page, refusing a stream longer than MaxStreamEvents. When f's state is
+// remembered and f knows the event at its version (lastID), the first
+// read starts there and
 // the stream must still hold that very event, else it returns a
 // *regressionError: the stream is shorter than the state, or holds
 // another event at its version (it went back and was written again). The
@@ -407,7 +411,7 @@ func (h *Handler) load(ctx context.Context, stream string) (*folding, error) {
 // the anchor (a cached state is seldom more behind), so the row costs no
 // room for a whole page either.
 func (h *Handler) catchUp(ctx context.Context, stream string, f *folding) error {
-	anchored := f.lastID != "" && f.state.Version >= 0
+	anchored := f.remembered && f.lastID != "" && f.state.Version >= 0
 	for {
 		from := f.state.Version + 1
 		if from >= int64(h.cfg.MaxStreamEvents) {
