@@ -78,6 +78,8 @@ func (s *Server) register() {
 	s.handle("GET /v1/evidence", everyone, s.listEvidence)
 	s.handle("GET /v1/set-aside", everyone, s.listSetAside)
 	s.handle("POST /v1/set-aside/release", []Role{RoleOperator}, s.releaseSetAside)
+	s.handle("GET /v1/regressions", everyone, s.listRegressions)
+	s.handle("POST /v1/regressions/acknowledge", []Role{RoleOperator}, s.acknowledgeRegressions)
 	s.open("GET /healthz", s.healthz)
 	s.open("GET /readyz", s.readyz)
 	s.open("GET /metrics", s.metrics)

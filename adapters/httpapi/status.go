@@ -24,6 +24,9 @@ type Status struct {
 	// SetAside counts the items each loop set aside or is retrying
 	// (opledger_set_aside_items).
 	SetAside func(ctx context.Context) ([]setaside.Count, error)
+	// Alarms are what /readyz reports without failing, besides the log
+	// regression alarm (Config.Regressions).
+	Alarms func(ctx context.Context) []Alarm
 }
 
 // Role states, as RoleStatus.State.
