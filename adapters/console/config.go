@@ -11,6 +11,7 @@ import (
 	"opledger/adapters/httpapi"
 	"opledger/adapters/transport"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/projections"
 )
@@ -59,6 +60,10 @@ type Health struct {
 	Roles func(ctx context.Context) []httpapi.RoleStatus
 	// Relays reports each relay's status and lag.
 	Relays func(ctx context.Context) []RelayState
+	// Regressions follows the regression stream: the page raises the alarm
+	// of a log regression no operator acknowledged, and an operator
+	// acknowledges it there.
+	Regressions *regression.Monitor
 }
 
 // Config configures a Console. Zero values take defaults.

@@ -23,8 +23,10 @@ import (
 	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/domain/worker"
+	"opledger/eventstore"
 	"opledger/eventstore/postgres/pgtest"
 	"opledger/projections"
 )
@@ -76,6 +78,10 @@ type served struct {
 	// letter's id.
 	escalated  domain.ExecutionID
 	deadLetter string
+	// store is the event store; regressions the monitor of its regression
+	// stream the health page reads.
+	store       eventstore.Store
+	regressions *regression.Monitor
 }
 
 // workerResult is what a worker did with a delivery.
@@ -109,7 +115,9 @@ func newServed(t *testing.T) *served {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	store := pgtest.OpenMigrated(t, url, storeSchema)
-	s := &served{t: t, url: url, pool: pool, logs: &syncBuffer{}}
+	s := &served{t: t, url: url, pool: pool, logs: &syncBuffer{}, store: store}
+	s.regressions, err = regression.NewMonitor(regression.MonitorConfig{Store: store})
+	require.NoError(t, err)
 	quiet := slog.New(slog.DiscardHandler)
 
 	// Thursday and Friday through the relay, the queue and the read models.
@@ -172,6 +180,7 @@ func newServed(t *testing.T) *served {
 		Reads: s.reads, Ledger: s.world.Ledger, Tokens: tokens, DeadLetters: s.queue, SetAside: stack.SetAside, Logger: log,
 		SessionKey: bytes.Repeat([]byte{9}, console.MinKeyLength), Refresh: time.Second,
 		Health: console.Health{
+			Regressions:   s.regressions,
 			ProjectionLag: projector.Lag,
 			Roles: func(context.Context) []httpapi.RoleStatus {
 				since := s.world.Clock.Now()

@@ -5,6 +5,7 @@ import (
 
 	"opledger/adapters/httpapi"
 
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/projections"
 )
@@ -13,22 +14,31 @@ import (
 const maxSetAsideShown = 100
 
 type healthView struct {
-	HasLag   bool
-	Lag      projections.Lag
-	LagError string
-	Roles    []httpapi.RoleStatus
-	Relays   []RelayState
-	HasItems bool
-	Items    []setaside.Item
-	ItemsErr string
+	// HasRegressions: a regression monitor runs here; Regressions is what
+	// it read last.
+	HasRegressions bool
+	Regressions    regression.Status
+	HasLag         bool
+	Lag            projections.Lag
+	LagError       string
+	Roles          []httpapi.RoleStatus
+	Relays         []RelayState
+	HasItems       bool
+	Items          []setaside.Item
+	ItemsErr       string
 }
 
-// health: GET /ui/health, the projector's and relays' lag, each role's
-// state, and the loops' failing and set-aside items.
+// health: GET /ui/health, a log regression no operator acknowledged (with
+// the acknowledgement form for operators), the projector's and relays'
+// lag, each role's state, and the loops' failing and set-aside items.
 func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error {
 	ctx := r.Context()
 	vw := healthView{}
 	h := c.cfg.Health
+	if h.Regressions != nil {
+		_ = h.Regressions.Refresh(ctx) // a failed read keeps the last status, with its error
+		vw.HasRegressions, vw.Regressions = true, h.Regressions.Status()
+	}
 	if h.ProjectionLag != nil {
 		vw.HasLag = true
 		lag, err := h.ProjectionLag(ctx)

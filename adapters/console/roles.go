@@ -13,6 +13,9 @@ const (
 	ActRevoke   Action = "revoke"   // withdraw unused authority (POST /v1/capabilities/{id}/revoke)
 	ActResubmit Action = "resubmit" // republish dead letters under new message ids (opledger dlq resubmit)
 	ActRelease  Action = "release"  // let a loop try a set-aside item again (POST /v1/set-aside/release)
+	// ActAcknowledge records that the log regressions recorded so far were
+	// seen (POST /v1/regressions/acknowledge).
+	ActAcknowledge Action = "acknowledge"
 )
 
 // May reports whether role may take action. The matrix is the API's:
@@ -20,7 +23,7 @@ const (
 // (auditors, analysts, agents, workers) reads only.
 func May(role httpapi.Role, a Action) bool {
 	switch a {
-	case ActResolve, ActRevoke, ActResubmit, ActRelease:
+	case ActResolve, ActRevoke, ActResubmit, ActRelease, ActAcknowledge:
 		return role == httpapi.RoleOperator
 	}
 	return false

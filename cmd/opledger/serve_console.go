@@ -17,6 +17,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/projections"
 )
@@ -67,6 +68,7 @@ type consoleDeps struct {
 	projector       *projections.Projector
 	roles           func(context.Context) []httpapi.RoleStatus
 	relays          []*transport.Relay
+	regressions     *regression.Monitor
 	log             *slog.Logger
 }
 
@@ -88,7 +90,7 @@ func (f *consoleFlags) mount(api *httpapi.Server, d consoleDeps) (func(), error)
 	if err != nil {
 		return nil, err
 	}
-	health := console.Health{ProjectionLag: d.projector.Lag, Roles: d.roles}
+	health := console.Health{ProjectionLag: d.projector.Lag, Roles: d.roles, Regressions: d.regressions}
 	if len(d.relays) > 0 {
 		health.Relays = func(ctx context.Context) []console.RelayState {
 			out := make([]console.RelayState, 0, len(d.relays))

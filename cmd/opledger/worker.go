@@ -15,6 +15,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
+	"opledger/domain/clock"
 	"opledger/domain/ledger"
 	"opledger/domain/worker"
 )
@@ -106,7 +107,11 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil {
 		return schemaError(db, err, pgqueue.ErrSchemaOutdated)
 	}
-	lg, err := ledger.New(ledger.Config{Store: store, Logger: log})
+	regressions, err := newRegressions(store, s.id, clock.System{}, log, nil)
+	if err != nil {
+		return err
+	}
+	lg, err := ledger.New(ledger.Config{Store: store, Logger: log, Regressions: regressions.recorder, CacheName: domain.CacheWorker})
 	if err != nil {
 		return err
 	}
@@ -143,6 +148,7 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 	log.InfoContext(ctx, "worker starting", "transport", transportName(s.brokers), "provider_profile", s.profile.Name, "relay", s.relay)
 
 	g, gctx := errgroup.WithContext(ctx)
+	go regressions.flush(gctx)
 	if s.relay {
 		checks, err := pgqueue.NewCheckpoints(pool, db.transport)
 		if err != nil {
