@@ -105,7 +105,7 @@ func (s *Simulator) admit(key string, p refundParams, entry *ReceivedRequest) (*
 	now := s.clock.now()
 	s.pruneKeysLocked(now)
 
-	rec := s.keys[key]
+	rec, _ := s.keys.get(key, now)
 	switch {
 	case rec != nil && rec.fingerprint != fingerprint:
 		return nil, Fault{}, s.respondFunc(entry, s.errorAnswer(&apiError{
@@ -128,14 +128,14 @@ func (s *Simulator) admit(key string, p refundParams, entry *ReceivedRequest) (*
 	case rec != nil:
 		// stripe-v2, meridian: the saved result is a failure with no effect: execute again.
 		rec.inProgress = true
-	case len(s.keys) >= s.cfg.MaxRememberedKeys:
+	case s.keys.len() >= s.cfg.MaxRememberedKeys:
 		return nil, Fault{}, s.respondFunc(entry, s.errorAnswer(&apiError{
 			status: http.StatusTooManyRequests, Type: errTypeRateLimit, Code: "rate_limit",
-			Message: fmt.Sprintf("The simulator already remembers %d idempotency keys; try again later.", len(s.keys)),
+			Message: fmt.Sprintf("The simulator already remembers %d idempotency keys; try again later.", s.keys.len()),
 		}), key, false, ResultRejected)
 	default:
 		rec = &keyRecord{fingerprint: fingerprint, firstSeen: now, inProgress: true, operationID: p.operationID()}
-		s.keys[key] = rec
+		s.keys.put(key, rec)
 	}
 	fault, ok := s.takeFaultLocked(stageExecution, p.operationID())
 	if ok {

@@ -147,8 +147,9 @@
 // # Bounds
 //
 // Bodies are limited to Config.MaxBodyBytes (413 beyond). Remembered keys are
-// bounded by time (pruned on every creation request once older than the
-// profile's retention) and by count (Config.MaxRememberedKeys; a new key
+// bounded by time (forgotten oldest first once older than the profile's
+// retention, by each creation request at a cost that does not grow with the
+// keys kept) and by count (Config.MaxRememberedKeys; a new key
 // beyond it gets 429 rate_limit_error, nothing saved). Armed faults are
 // bounded by Config.MaxArmedFaults and the request log by
 // Config.RequestLogSize (oldest entries dropped; the counters stay exact).

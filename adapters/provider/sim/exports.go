@@ -143,7 +143,7 @@ func (s *Simulator) handleDeliver(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	now := s.clock.now()
 	s.pruneExportKeysLocked(now)
-	rec := s.exportKeys[key]
+	rec, _ := s.exportKeys.get(key, now)
 	switch {
 	case rec != nil && rec.fingerprint != req.fingerprint():
 		s.mu.Unlock()
@@ -162,14 +162,14 @@ func (s *Simulator) handleDeliver(w http.ResponseWriter, r *http.Request) {
 		return
 	case rec != nil:
 		rec.inProgress = true // failed before without effect: execute again
-	case len(s.exportKeys) >= s.cfg.MaxRememberedKeys:
+	case s.exportKeys.len() >= s.cfg.MaxRememberedKeys:
 		s.mu.Unlock()
 		writeExportError(w, &apiError{status: http.StatusTooManyRequests, Code: "rate_limit",
-			Message: fmt.Sprintf("The service already remembers %d keys; try again later.", len(s.exportKeys))}, key, false)
+			Message: fmt.Sprintf("The service already remembers %d keys; try again later.", s.exportKeys.len())}, key, false)
 		return
 	default:
 		rec = &exportKey{fingerprint: req.fingerprint(), firstSeen: now, inProgress: true}
-		s.exportKeys[key] = rec
+		s.exportKeys.put(key, rec)
 	}
 	fault, hasFault = s.takeFaultOfLocked(stageExecution, req.OperationID, exportFaults)
 	s.mu.Unlock()
@@ -260,17 +260,14 @@ func (s *Simulator) endExport(rec *exportKey, d *ExportDelivery) {
 	}
 }
 
-// pruneExportKeysLocked forgets every key older than ExportKeyRetention
-// unless a request under it is executing; it runs on every delivery
-// request, so the keys are bounded by the request rate over the retention
-// (and by Config.MaxRememberedKeys).
-func (s *Simulator) pruneExportKeysLocked(now time.Time) {
-	for key, rec := range s.exportKeys {
-		if !rec.inProgress && now.Sub(rec.firstSeen) >= ExportKeyRetention {
-			delete(s.exportKeys, key)
-		}
-	}
-}
+func (k *exportKey) seenAt() time.Time { return k.firstSeen }
+func (k *exportKey) executing() bool   { return k.inProgress }
+
+// pruneExportKeysLocked forgets the keys older than ExportKeyRetention,
+// oldest first, unless a request under one is executing (keyStore.forget);
+// it runs on every delivery request, so the keys are bounded by the request
+// rate over the retention (and by Config.MaxRememberedKeys).
+func (s *Simulator) pruneExportKeysLocked(now time.Time) { s.exportKeys.forget(now) }
 
 // handleListDeliveries serves GET /v1/export_deliveries?operation_id=.
 func (s *Simulator) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
@@ -300,9 +297,10 @@ func (s *Simulator) handleDeliveryByKey(w http.ResponseWriter, r *http.Request) 
 	key := r.PathValue("key")
 	s.mu.Lock()
 	s.totals.Lookups++
-	s.pruneExportKeysLocked(s.clock.now())
+	now := s.clock.now()
+	s.pruneExportKeysLocked(now)
 	var d *ExportDelivery
-	if rec := s.exportKeys[key]; rec != nil && rec.delivery != nil {
+	if rec, _ := s.exportKeys.get(key, now); rec != nil && rec.delivery != nil {
 		cp := *rec.delivery
 		d = &cp
 		s.countersLocked(d.OperationID).Lookups++

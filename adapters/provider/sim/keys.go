@@ -20,17 +20,14 @@ func (k *keyRecord) failedWithoutEffect() bool {
 	return k.refundID == "" && (k.saved.status < 200 || k.saved.status > 299)
 }
 
-// pruneKeysLocked forgets every key older than the retention, unless a
-// request under it is still executing. It runs on every creation request, so
-// the number of keys is bounded by the creation rate over the retention (and
-// by Config.MaxRememberedKeys).
-func (s *Simulator) pruneKeysLocked(now time.Time) {
-	for key, rec := range s.keys {
-		if !rec.inProgress && now.Sub(rec.firstSeen) >= s.cfg.KeyRetention {
-			delete(s.keys, key)
-		}
-	}
-}
+func (k *keyRecord) seenAt() time.Time { return k.firstSeen }
+func (k *keyRecord) executing() bool   { return k.inProgress }
+
+// pruneKeysLocked forgets the keys older than the retention, oldest first,
+// unless a request under one is still executing (keyStore.forget). It runs
+// on every creation request, so the number of keys is bounded by the
+// creation rate over the retention (and by Config.MaxRememberedKeys).
+func (s *Simulator) pruneKeysLocked(now time.Time) { s.keys.forget(now) }
 
 // replaysSavedErrors reports whether a repeated key gets its saved answer
 // whatever it was (stripe-v1), rather than the committed refund's current

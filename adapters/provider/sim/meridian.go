@@ -235,8 +235,9 @@ func (s *Simulator) handleRetrieveByKey(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	s.mu.Lock()
-	s.pruneKeysLocked(s.clock.now())
-	rec := s.keys[key]
+	now := s.clock.now()
+	s.pruneKeysLocked(now)
+	rec, _ := s.keys.get(key, now)
 	op := ""
 	if rec != nil {
 		op = rec.operationID

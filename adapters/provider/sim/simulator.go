@@ -20,7 +20,7 @@ type Simulator struct {
 
 	mu                sync.Mutex
 	closed            bool
-	keys              map[string]*keyRecord
+	keys              *keyStore[*keyRecord]
 	refunds           []*refund
 	refundsByID       map[string]*refund
 	refundsByOp       map[string][]*refund
@@ -33,7 +33,7 @@ type Simulator struct {
 	holds             holds
 
 	// The export-delivery service (exports.go).
-	exportKeys      map[string]*exportKey
+	exportKeys      *keyStore[*exportKey]
 	deliveries      []*ExportDelivery
 	deliveriesByOp  map[string][]*ExportDelivery
 	deliveriesByKey map[string]int
@@ -51,13 +51,13 @@ func New(cfg Config) (*Simulator, error) {
 		log:         cfg.Logger.With("component", "provider-sim", "profile", string(cfg.Profile)),
 		clock:       newSimClock(cfg.Clock, cfg.Start),
 		done:        make(chan struct{}),
-		keys:        make(map[string]*keyRecord),
+		keys:        newKeyStore[*keyRecord](cfg.KeyRetention),
 		refundsByID: make(map[string]*refund),
 		refundsByOp: make(map[string][]*refund),
 		byOperation: make(map[string]*Counters),
 		holds:       newHolds(),
 
-		exportKeys:      make(map[string]*exportKey),
+		exportKeys:      newKeyStore[*exportKey](ExportKeyRetention),
 		deliveriesByOp:  make(map[string][]*ExportDelivery),
 		deliveriesByKey: make(map[string]int),
 	}
