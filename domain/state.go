@@ -376,6 +376,8 @@ func (o *Operation) Evolve(e Event) error {
 		return o.onExecution(ev.ExecutionID, e, ev.EscalatedAt, func(x *Execution) { x.State = ExecEscalated })
 	case WriteRefused:
 		// Evidence only.
+	case RefusalsSummarized:
+		// Evidence only; evidence streams hold it, never an operation's.
 	case LogRegressed, LogRegressionAcknowledged:
 		return fmt.Errorf("evolve: %s belongs in %s, never in an operation's stream", e.EventType(), RegressionStream)
 	default:
