@@ -18,19 +18,22 @@ type healthView struct {
 	// it read last.
 	HasRegressions bool
 	Regressions    regression.Status
-	HasLag         bool
-	Lag            projections.Lag
-	LagError       string
-	Roles          []httpapi.RoleStatus
-	Relays         []RelayState
-	HasItems       bool
-	Items          []setaside.Item
-	ItemsErr       string
+	// Replication is nil when nothing checks it beside this console.
+	Replication *httpapi.Replication
+	HasLag      bool
+	Lag         projections.Lag
+	LagError    string
+	Roles       []httpapi.RoleStatus
+	Relays      []RelayState
+	HasItems    bool
+	Items       []setaside.Item
+	ItemsErr    string
 }
 
 // health: GET /ui/health, a log regression no operator acknowledged (with
-// the acknowledgement form for operators), the projector's and relays'
-// lag, each role's state, and the loops' failing and set-aside items.
+// the acknowledgement form for operators), the event store's replication,
+// the projector's and relays' lag, each role's state, and the loops'
+// failing and set-aside items.
 func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error {
 	ctx := r.Context()
 	vw := healthView{}
@@ -38,6 +41,10 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error
 	if h.Regressions != nil {
 		_ = h.Regressions.Refresh(ctx) // a failed read keeps the last status, with its error
 		vw.HasRegressions, vw.Regressions = true, h.Regressions.Status()
+	}
+	if h.Replication != nil {
+		r := h.Replication()
+		vw.Replication = &r
 	}
 	if h.ProjectionLag != nil {
 		vw.HasLag = true

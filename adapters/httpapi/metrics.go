@@ -50,6 +50,7 @@ type Metrics struct {
 	queueDepth      *prometheus.GaugeVec
 	deadLetters     *prometheus.GaugeVec
 	setAside        *prometheus.GaugeVec
+	replication     replicationGauges
 	regressions     *prometheus.CounterVec
 	unacknowledged  prometheus.Gauge
 	lostEffects     prometheus.Counter
@@ -101,6 +102,8 @@ func NewMetrics() *Metrics {
 	}
 	m.addSurface()
 	m.addRegressions()
+	m.replication = newReplicationGauges()
+	m.reg.MustRegister(m.replication.collectors()...)
 	m.reg.MustRegister(m.claims, m.refusals, m.executions, m.unknownAge, m.lagEvents, m.lagSeconds, m.scrapeErrors,
 		m.reconciled, m.providerSends, m.providerLatency, m.requests, m.requestLatency,
 		m.rateLimited, m.reloads, m.roleUp, m.roleRestarts, m.relayLagEvents, m.relayLagSeconds,
