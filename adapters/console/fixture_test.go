@@ -17,10 +17,10 @@ import (
 
 	"opledger/adapters/captoken"
 	"opledger/adapters/console"
+	"opledger/adapters/harness"
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
-	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/setaside"

@@ -1,4 +1,4 @@
-// Package transporttest wires a refund world (cmd/opledger/harness: the ledger
+// Package transporttest wires a refund world (adapters/harness: the ledger
 // on a real Postgres store, the provider simulator over HTTP) to the
 // transport's pieces for end-to-end tests of either transport: relays with
 // checkpoints in a fresh transport schema, dispatchers for named workers,
@@ -18,10 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/harness"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/provider/sim"
 	"opledger/adapters/transport"
-	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/codec"
 	"opledger/domain/setaside"
