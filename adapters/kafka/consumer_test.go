@@ -120,7 +120,9 @@ func TestRebalanceLosesNothingRefundsNothingTwice(t *testing.T) {
 		}
 	}
 	for _, w := range []string{"w1", "w2"} {
-		require.NotEmpty(t, rig.Find(func(r transporttest.Record) bool { return r.Worker == w && transporttest.Status(domain.StatusClaimed)(r) }), "%s handled a share", w)
+		require.NotEmpty(t, rig.Find(func(r transporttest.Record) bool {
+			return r.Worker == w && transporttest.Status(domain.StatusClaimed)(r)
+		}), "%s handled a share", w)
 	}
 	// Whatever a rebalance redelivered was absorbed by the inbox.
 	for _, r := range rig.Records() {

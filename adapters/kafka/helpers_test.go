@@ -119,5 +119,3 @@ func partitionOf(key string) int {
 	}
 	return kafkago.Murmur2Balancer{}.Balance(kafkago.Message{Key: []byte(key)}, ps...)
 }
-
-

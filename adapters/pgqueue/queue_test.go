@@ -29,8 +29,6 @@ func newQueue(t *testing.T, rig *transporttest.Rig, worker string, tune func(*pg
 	return q
 }
 
-
-
 // A worker that dies after the ledger recorded its result, before
 // acknowledging, gives the message back when its visibility timeout passes;
 // the copy is a DuplicateDelivery and the provider sees no second request.
