@@ -90,11 +90,12 @@ func projectorHealth(p *projections.Projector) func(context.Context) error {
 
 func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Index, failing setaside.Store, metrics *httpapi.Metrics,
 	tp trace.TracerProvider, log *slog.Logger) (role, error) {
-	client, err := newProviderClient(s.profile, s.providerURL, log, metrics)
+	// The reconciler asks the provider one call at a time.
+	client, err := newProviderClient(s.profile, s.providerURL, 1, log, metrics)
 	if err != nil {
 		return role{}, err
 	}
-	exports, err := newExportClient(s.exportURL, log, metrics)
+	exports, err := newExportClient(s.exportURL, 1, log, metrics)
 	if err != nil {
 		return role{}, err
 	}
