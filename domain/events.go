@@ -30,6 +30,7 @@ const (
 	TypeReconciled           = "Reconciled"
 	TypeEscalated            = "Escalated"
 	TypeWriteRefused         = "WriteRefused"
+	TypeRefusalsSummarized   = "RefusalsSummarized"
 )
 
 // OperationRequested opens an operation's stream. Its kind says what the
@@ -309,6 +310,71 @@ type WriteRefused struct {
 	Escaped []string `json:"escaped,omitempty"`
 }
 
+// RefusalsSummarized counts refusals past the evidence bound (invariant
+// 14; EvidenceBound): once a key's refusals (Scope, ScopeID) in one window
+// of the ledger's clock have been recorded one by one up to the bound, its
+// further refusals in that window are counted into summaries like this
+// one, each counting the refusals of one batch — by reason, with the first
+// and last time, the principals (token names) that caused them, and a few
+// samples, hostile text escaped and cut. Every refusal is recorded either
+// one by one or in exactly one summary. It changes nothing; only evidence
+// streams hold it.
+type RefusalsSummarized struct {
+	Scope   EvidenceScope `json:"scope"`
+	ScopeID string        `json:"scope_id,omitempty"`
+	// OperationID is the operation the refusals named ("" for the
+	// unattributed stream's own scope).
+	OperationID OperationID `json:"operation_id,omitempty"`
+	// WindowStart and WindowEnd bound the window the refusals fell in;
+	// BoundPerKey and BoundPerStream are the bound that was reached in it.
+	WindowStart    time.Time `json:"window_start"`
+	WindowEnd      time.Time `json:"window_end"`
+	BoundPerKey    int       `json:"bound_per_key"`
+	BoundPerStream int       `json:"bound_per_stream"`
+	// Count is how many refusals this summary counts (at least one).
+	Count   int64         `json:"count"`
+	Reasons []ReasonCount `json:"reasons"`
+	FirstAt time.Time     `json:"first_at"`
+	LastAt  time.Time     `json:"last_at"`
+	// Principals are who caused them (at most MaxSummaryPrincipals, in
+	// the order first met); OtherPrincipals counts the refusals of the
+	// principals past those.
+	Principals      []PrincipalCount `json:"principals"`
+	OtherPrincipals int64            `json:"other_principals,omitempty"`
+	// Samples are the batch's first refusals (at most MaxSummarySamples).
+	Samples      []RefusalSample `json:"samples"`
+	SummarizedAt time.Time       `json:"summarized_at"`
+}
+
+// ReasonCount is how many refusals of one event type had one reason.
+type ReasonCount struct {
+	Type   string `json:"type"` // PresentationRejected, DeliveryDuplicated, WriteRefused
+	Reason Reason `json:"reason"`
+	Count  int64  `json:"count"`
+}
+
+// PrincipalCount is how many refusals one principal caused.
+type PrincipalCount struct {
+	Principal string `json:"principal"`
+	Count     int64  `json:"count"`
+}
+
+// RefusalSample is one counted refusal, as its own event would have said
+// it, shortened: free text escaped and cut (Escaped names those fields).
+type RefusalSample struct {
+	Type         string       `json:"type"`
+	Reason       Reason       `json:"reason"`
+	At           time.Time    `json:"at"`
+	Principal    string       `json:"principal,omitempty"`
+	WorkerID     string       `json:"worker_id,omitempty"`
+	MessageID    MessageID    `json:"message_id,omitempty"`
+	CapabilityID CapabilityID `json:"capability_id,omitempty"`
+	ExecutionID  ExecutionID  `json:"execution_id,omitempty"`
+	Command      string       `json:"command,omitempty"`
+	Detail       string       `json:"detail,omitempty"`
+	Escaped      []string     `json:"escaped,omitempty"`
+}
+
 func (OperationRequested) EventType() string   { return TypeOperationRequested }
 func (Decided) EventType() string              { return TypeDecided }
 func (CapabilityIssued) EventType() string     { return TypeCapabilityIssued }
@@ -324,3 +390,4 @@ func (LateOutcomeRecorded) EventType() string  { return TypeLateOutcomeRecorded 
 func (Reconciled) EventType() string           { return TypeReconciled }
 func (Escalated) EventType() string            { return TypeEscalated }
 func (WriteRefused) EventType() string         { return TypeWriteRefused }
+func (RefusalsSummarized) EventType() string   { return TypeRefusalsSummarized }

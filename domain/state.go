@@ -376,6 +376,8 @@ func (o *Operation) Evolve(e Event) error {
 		return o.onExecution(ev.ExecutionID, e, ev.EscalatedAt, func(x *Execution) { x.State = ExecEscalated })
 	case WriteRefused:
 		// Evidence only.
+	case RefusalsSummarized:
+		// Evidence only; evidence streams hold it, never an operation's.
 	default:
 		return fmt.Errorf("evolve: %w %T", ErrUnhandledEvent, e)
 	}

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -33,11 +34,14 @@ func TestAppendOnlyRowsCopiedAsInsertedOnce(t *testing.T) {
 		return []*evidenceRow{
 				{EventID: prefix + "-e1", EventSeq: seq, Position: "1/1", StreamID: "operation-OP-1", Kind: "PresentationRejected",
 					RecordedAt: at, StoredAt: at, OperationID: "OP-1", CapabilityID: "CAP-1.1", Status: "AlreadyConsumed",
-					Reason: "capability.already-consumed", ExecutionAttempted: &yes, ReplaySuspected: true},
+					Reason: "capability.already-consumed", ExecutionAttempted: &yes, ReplaySuspected: true, Count: 1, Actor: "worker-token"},
 				{EventID: prefix + "-e2", EventSeq: seq + 1, Position: "1/2", StreamID: "operation-OP-1", Kind: "WriteRefused",
 					RecordedAt: at, StoredAt: at, OperationID: "OP-1", ExecutionID: "EXE-1.1", Worker: "w-2", Reason: "",
 					Detail: "lease not held", Command: "RecordOutcome", LeaseEpoch: &epoch, CurrentEpoch: &current,
-					Outcome: "NotApplied", ProviderReference: "re_1"},
+					Outcome: "NotApplied", ProviderReference: "re_1", Count: 1},
+				{EventID: prefix + "-e3", EventSeq: seq + 4, Position: "1/3", StreamID: "evidence-OP-1", Kind: "RefusalsSummarized",
+					RecordedAt: at, StoredAt: at, OperationID: "OP-1", ExecutionID: "EXE-1.1", Reason: "lease.not-held", Count: 40,
+					Summary: json.RawMessage(`{"scope":"execution","count":40,"samples":[{"detail":"a\\x00b"}]}`)},
 			}, []*reconciliationRow{
 				{EventID: prefix + "-r1", EventSeq: seq + 2, Kind: "Escalated", ExecutionID: "EXE-1.1", OperationID: "OP-1",
 					Reason: "cannot-tell", At: at},
@@ -66,22 +70,26 @@ func TestAppendOnlyRowsCopiedAsInsertedOnce(t *testing.T) {
 	require.NoError(t, write(false, copied, copiedRecs))
 	require.NoError(t, write(true, once, onceRecs))
 
-	for _, table := range []string{"evidence", "reconciliations"} {
+	for table, n := range map[string]int{"evidence": 3, "reconciliations": 2} {
 		var got [][]byte
 		require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg((to_jsonb(t) - 'event_id' - 'event_seq')::text ORDER BY event_seq)
 FROM `+pgx.Identifier{schema, table}.Sanitize()+` t`).Scan(&got))
-		require.Len(t, got, 4, table)
-		require.JSONEq(t, string(got[0]), string(got[2]), "%s: copied and inserted once alike", table)
-		require.JSONEq(t, string(got[1]), string(got[3]), "%s: copied and inserted once alike", table)
+		require.Len(t, got, 2*n, table)
+		for i := range n {
+			require.JSONEq(t, string(got[i]), string(got[n+i]), "%s: copied and inserted once alike", table)
+		}
 	}
+	var counted int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(count) FROM `+pgx.Identifier{schema, "evidence"}.Sanitize()).Scan(&counted))
+	require.Equal(t, int64(2*(1+1+40)), counted, "every row counts its refusals")
 	var nulls int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "evidence"}.Sanitize()+
-		` WHERE message_id IS NULL AND execution_state IS NULL AND reason = ''`).Scan(&nulls))
+		` WHERE message_id IS NULL AND execution_state IS NULL AND reason = '' AND summary IS NULL AND actor IS NULL`).Scan(&nulls))
 	require.Equal(t, 2, nulls, "an empty optional member is NULL; an empty required one is ''")
 
 	require.ErrorIs(t, write(false, copied, copiedRecs), errRowExists, "copying a row already there")
 	require.NoError(t, write(true, copied, copiedRecs), "inserting it once again")
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "evidence"}.Sanitize()).Scan(&n))
-	require.Equal(t, 4, n)
+	require.Equal(t, 6, n)
 }

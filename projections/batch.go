@@ -154,7 +154,7 @@ func plan(events []decodedEvent, applied int64, loadAll bool) ([]string, []deliv
 	for i := range events {
 		d := &events[i]
 		d.seq = applied + int64(i) + 1
-		if d.op != "" && !seenOp[d.op] {
+		if d.op != "" && !d.evidence && !seenOp[d.op] { // evidence touches no operation's rows
 			seenOp[d.op] = true
 			if _, requested := d.event.(domain.OperationRequested); loadAll || !requested {
 				ops = append(ops, d.op)

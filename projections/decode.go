@@ -16,9 +16,12 @@ type decodedEvent struct {
 	rec   *eventstore.RecordedEvent
 	seq   int64        // 1-based ordinal in the log as the projection reads it; set by the batch
 	event domain.Event // nil: a stream the read models ignore
-	op    string       // the operation stream's operation id; "" for the evidence stream
-	actor string
-	err   error
+	op    string       // the operation of an operation stream or its evidence stream; "" for an unattributed one
+	// evidence: the event is of an evidence stream (an operation's, or an
+	// unattributed one).
+	evidence bool
+	actor    string
+	err      error
 }
 
 func corrupt(d decodedEvent, format string, args ...any) error {
@@ -26,23 +29,23 @@ func corrupt(d decodedEvent, format string, args ...any) error {
 		d.rec.Type, d.rec.Position, fmt.Sprintf(format, args...))
 }
 
-// decodeEvents decodes the events of operation streams and of the evidence
-// stream with codec.DecodeRecorded (metadata and payload parsed once each); events of other streams stay undecoded
-// and fold to nothing. It is pure, so the next batch can be decoded while
-// one is written.
+// decodeEvents decodes the events of operation streams and of evidence
+// streams (operations' and unattributed) with codec.DecodeRecorded
+// (metadata and payload parsed once each); events of other streams stay
+// undecoded and fold to nothing. It is pure, so the next batch can be
+// decoded while one is written.
 func decodeEvents(events []eventstore.RecordedEvent) []decodedEvent {
 	decoded := make([]decodedEvent, len(events))
 	for i := range events {
 		rec := &events[i]
 		d := decodedEvent{rec: rec}
-		op, isOp := domain.OperationIDFromStream(rec.StreamID)
-		if !isOp && rec.StreamID != domain.EvidenceStream {
+		op, evidence, isOp := domain.OperationOfStream(rec.StreamID)
+		unattributed := !isOp && domain.IsUnattributedStream(rec.StreamID)
+		if !isOp && !unattributed {
 			decoded[i] = d
 			continue
 		}
-		if isOp {
-			d.op = string(op)
-		}
+		d.op, d.evidence = string(op), evidence || unattributed
 		dec, err := codec.DecodeRecorded(*rec)
 		if err != nil {
 			d.err = corrupt(d, "%v", err)
@@ -61,7 +64,8 @@ func decodeEvents(events []eventstore.RecordedEvent) []decodedEvent {
 func showsActor(eventType string) bool {
 	switch eventType {
 	case domain.TypeCapabilityRevoked, domain.TypeLateOutcomeRecorded, domain.TypeReconciled,
-		domain.TypeEscalated, domain.TypeWriteRefused:
+		domain.TypeEscalated, domain.TypeWriteRefused, domain.TypePresentationRejected, domain.TypeDeliveryDuplicated,
+		domain.TypeRefusalsSummarized:
 		return true
 	}
 	return false

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -65,23 +66,82 @@ func (m *batchModel) fold(d decodedEvent) error {
 	switch {
 	case d.event == nil:
 		return nil
-	case d.op != "":
-		return m.foldOperation(d)
+	case d.evidence:
+		if !domain.IsEvidence(d.event) {
+			return corrupt(d, "an evidence stream holds evidence only")
+		}
+		return m.foldEvidence(d)
 	default:
-		return m.foldUnattributed(d)
+		return m.foldOperation(d)
 	}
 }
 
-// foldUnattributed folds an event of domain.EvidenceStream: presentations
-// that named an operation that does not exist.
-func (m *batchModel) foldUnattributed(d decodedEvent) error {
-	ev, ok := d.event.(domain.PresentationRejected)
-	if !ok {
-		return corrupt(d, "the evidence stream holds only PresentationRejected")
+// foldEvidence folds a refused presentation, a duplicate delivery, a
+// refused write or a summary of refusals past the bound — of an
+// operation's evidence stream, of an unattributed one (presentations that
+// named an operation that does not exist), or of an operation's stream
+// written before evidence streams existed — into evidence rows and the
+// deliveries they count. It touches no operation's row: evidence changes
+// nothing an operation is.
+func (m *batchModel) foldEvidence(d decodedEvent) error {
+	switch ev := d.event.(type) {
+	case domain.DeliveryDuplicated:
+		m.presented(d, string(ev.MessageID), d.op, string(domain.StatusDuplicateDelivery), string(domain.ReasonDeliveryDuplicate), string(ev.CapabilityID), ev.SeenAt)
+		f := false
+		m.evidence = append(m.evidence, &evidenceRow{
+			EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
+			Kind: d.rec.Type, RecordedAt: ev.SeenAt, StoredAt: d.rec.RecordedAt, OperationID: d.op,
+			MessageID: string(ev.MessageID), CapabilityID: string(ev.CapabilityID), ExecutionID: string(ev.ExecutionID),
+			ExecutionState: string(ev.ExecutionState), Worker: ev.WorkerID, Status: string(domain.StatusDuplicateDelivery),
+			Reason: string(domain.ReasonDeliveryDuplicate), ExecutionAttempted: &f, Count: 1, Actor: d.actor,
+		})
+	case domain.PresentationRejected:
+		opID := cmp.Or(string(ev.OperationID), d.op)
+		m.presented(d, string(ev.MessageID), opID, string(ev.Status), string(ev.Reason), string(ev.CapabilityID), ev.RejectedAt)
+		m.evidence = append(m.evidence, rejectedEvidence(d, ev, opID))
+	case domain.WriteRefused:
+		epoch, current := ev.LeaseEpoch, ev.CurrentEpoch
+		m.evidence = append(m.evidence, &evidenceRow{
+			EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
+			Kind: d.rec.Type, RecordedAt: ev.RefusedAt, StoredAt: d.rec.RecordedAt, OperationID: d.op,
+			ExecutionID: string(ev.ExecutionID), Worker: ev.WorkerID, Reason: string(ev.Reason), Detail: ev.Detail,
+			Command: ev.Command, LeaseEpoch: &epoch, CurrentEpoch: &current, Outcome: string(ev.Outcome),
+			ProviderReference: ev.ProviderReference, Count: 1, Actor: d.actor,
+		})
+	case domain.RefusalsSummarized:
+		row, err := summaryEvidence(d, ev)
+		if err != nil {
+			return err
+		}
+		m.evidence = append(m.evidence, row)
+	default:
+		return fmt.Errorf("%w: %w", errNotFolded, corrupt(d, "event type %T is not evidence", d.event))
 	}
-	m.presented(d, string(ev.MessageID), string(ev.OperationID), string(ev.Status), string(ev.Reason), string(ev.CapabilityID), ev.RejectedAt)
-	m.evidence = append(m.evidence, rejectedEvidence(d, ev, string(ev.OperationID)))
 	return nil
+}
+
+// summaryEvidence is the evidence row of a summary: it counts ev.Count
+// refusals; its reason is the summary's first.
+func summaryEvidence(d decodedEvent, ev domain.RefusalsSummarized) (*evidenceRow, error) {
+	if ev.Count < 1 || len(ev.Reasons) == 0 {
+		return nil, corrupt(d, "a summary counts %d refusals over %d reasons: at least one of each", ev.Count, len(ev.Reasons))
+	}
+	summary, err := json.Marshal(ev)
+	if err != nil {
+		return nil, corrupt(d, "summary: %v", err)
+	}
+	row := &evidenceRow{
+		EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
+		Kind: d.rec.Type, RecordedAt: ev.SummarizedAt, StoredAt: d.rec.RecordedAt, OperationID: cmp.Or(string(ev.OperationID), d.op),
+		Reason: string(ev.Reasons[0].Reason), Count: ev.Count, Actor: d.actor, Summary: summary,
+	}
+	switch ev.Scope {
+	case domain.ScopeCapability:
+		row.CapabilityID = ev.ScopeID
+	case domain.ScopeExecution, domain.ScopeHolder:
+		row.ExecutionID = ev.ScopeID
+	}
+	return row, nil
 }
 
 // foldOperation folds an event of an operation stream. The operation row's
@@ -148,29 +208,10 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 		o.UpdatedAt = ev.RevokedAt
 	case domain.Claimed:
 		return m.foldClaimed(d, o, ev)
-	case domain.DeliveryDuplicated:
-		m.presented(d, string(ev.MessageID), d.op, string(domain.StatusDuplicateDelivery), string(domain.ReasonDeliveryDuplicate), string(ev.CapabilityID), ev.SeenAt)
-		f := false
-		m.evidence = append(m.evidence, &evidenceRow{
-			EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
-			Kind: d.rec.Type, RecordedAt: ev.SeenAt, StoredAt: d.rec.RecordedAt, OperationID: d.op,
-			MessageID: string(ev.MessageID), CapabilityID: string(ev.CapabilityID), ExecutionID: string(ev.ExecutionID),
-			ExecutionState: string(ev.ExecutionState), Worker: ev.WorkerID, Status: string(domain.StatusDuplicateDelivery),
-			Reason: string(domain.ReasonDeliveryDuplicate), ExecutionAttempted: &f,
-		})
-	case domain.PresentationRejected:
-		opID := cmp.Or(string(ev.OperationID), d.op)
-		m.presented(d, string(ev.MessageID), opID, string(ev.Status), string(ev.Reason), string(ev.CapabilityID), ev.RejectedAt)
-		m.evidence = append(m.evidence, rejectedEvidence(d, ev, opID))
-	case domain.WriteRefused:
-		epoch, current := ev.LeaseEpoch, ev.CurrentEpoch
-		m.evidence = append(m.evidence, &evidenceRow{
-			EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
-			Kind: d.rec.Type, RecordedAt: ev.RefusedAt, StoredAt: d.rec.RecordedAt, OperationID: d.op,
-			ExecutionID: string(ev.ExecutionID), Worker: d.actor, Reason: string(ev.Reason), Detail: ev.Detail,
-			Command: ev.Command, LeaseEpoch: &epoch, CurrentEpoch: &current, Outcome: string(ev.Outcome),
-			ProviderReference: ev.ProviderReference,
-		})
+	case domain.DeliveryDuplicated, domain.PresentationRejected, domain.WriteRefused, domain.RefusalsSummarized:
+		// Evidence in an operation's stream (written before evidence
+		// streams existed): folded as any evidence.
+		return m.foldEvidence(d)
 	default:
 		return m.foldExecutionEvent(d, o)
 	}
@@ -313,7 +354,7 @@ func rejectedEvidence(d decodedEvent, ev domain.PresentationRejected, opID strin
 		Kind: d.rec.Type, RecordedAt: ev.RejectedAt, StoredAt: d.rec.RecordedAt, OperationID: opID,
 		MessageID: string(ev.MessageID), CapabilityID: string(ev.CapabilityID), ExecutionID: string(ev.ExecutionID),
 		Worker: ev.WorkerID, Status: string(ev.Status), Reason: string(ev.Reason), ExecutionAttempted: &attempted,
-		ReplaySuspected: ev.ReplaySuspected, Detail: ev.Detail,
+		ReplaySuspected: ev.ReplaySuspected, Detail: ev.Detail, Count: 1, Actor: d.actor,
 	}
 }
 

@@ -9,12 +9,13 @@ import (
 )
 
 // Evidence is one row of the evidence table: a refused presentation, a
-// duplicate delivery or a refused write.
+// duplicate delivery, a refused write, or a summary of refusals past the
+// evidence bound (Count of them; every other row counts one).
 type Evidence struct {
 	Seq                int64 // order in the log, 1-based: the keyset
 	EventID            string
 	StreamID           string
-	Kind               string // PresentationRejected | DeliveryDuplicated | WriteRefused
+	Kind               string // PresentationRejected | DeliveryDuplicated | WriteRefused | RefusalsSummarized
 	Reason             string
 	Status             *string // the ClaimStatus; nil for WriteRefused
 	OperationID        *string // nil when the evidence names no operation
@@ -32,17 +33,25 @@ type Evidence struct {
 	Outcome            *string
 	ProviderReference  *string
 	RecordedAt         time.Time // the ledger's clock
+	// Count is how many refusals the row stands for.
+	Count int64
+	// Actor is who caused it (the principal: a token's name), where Worker
+	// is the worker label the caller gave.
+	Actor *string
+	// Summary is a RefusalsSummarized's JSON (window, bounds, reasons,
+	// principals, samples), nil on other rows.
+	Summary []byte
 }
 
 const evidenceQueryColumns = `event_seq, event_id, stream_id, kind, reason, status, operation_id, message_id, capability_id, execution_id,
        execution_state, worker, execution_attempted, replay_suspected, detail, command, lease_epoch, current_epoch, outcome,
-       provider_reference, recorded_at`
+       provider_reference, recorded_at, count, actor, summary`
 
 func scanEvidence(row pgx.CollectableRow) (Evidence, error) {
 	var v Evidence
 	err := row.Scan(&v.Seq, &v.EventID, &v.StreamID, &v.Kind, &v.Reason, &v.Status, &v.OperationID, &v.MessageID, &v.CapabilityID,
 		&v.ExecutionID, &v.ExecutionState, &v.Worker, &v.ExecutionAttempted, &v.ReplaySuspected, &v.Detail, &v.Command,
-		&v.LeaseEpoch, &v.CurrentEpoch, &v.Outcome, &v.ProviderReference, &v.RecordedAt)
+		&v.LeaseEpoch, &v.CurrentEpoch, &v.Outcome, &v.ProviderReference, &v.RecordedAt, &v.Count, &v.Actor, &v.Summary)
 	v.RecordedAt = v.RecordedAt.UTC()
 	return v, err
 }
@@ -52,6 +61,7 @@ const (
 	EvidencePresentationRejected = "PresentationRejected"
 	EvidenceDeliveryDuplicated   = "DeliveryDuplicated"
 	EvidenceWriteRefused         = "WriteRefused"
+	EvidenceRefusalsSummarized   = "RefusalsSummarized"
 )
 
 // EvidenceQuery filters and pages ListEvidence. Zero fields do not filter.

@@ -1,6 +1,9 @@
 package projections
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // The row types mirror the tables of the migrations (migrations/*.sql); their
 // JSON names are the column names, so a batch loads rows with jsonb_agg and
@@ -150,6 +153,12 @@ type evidenceRow struct {
 	CurrentEpoch       *int64    `json:"current_epoch,omitempty"`
 	Outcome            string    `json:"outcome,omitempty"`
 	ProviderReference  string    `json:"provider_reference,omitempty"`
+	// Count is how many refusals the row stands for: 1, or a summary's count.
+	Count int64 `json:"count"`
+	// Actor is the event's actor: who caused it (a token's name).
+	Actor string `json:"actor,omitempty"`
+	// Summary is a RefusalsSummarized as the event states it.
+	Summary json.RawMessage `json:"summary,omitempty"`
 }
 
 // skippedRow is one event the projector read past without folding it
@@ -241,7 +250,15 @@ func (r *evidenceRow) copyValues() []any {
 		nullText(r.OperationID), nullText(r.MessageID), nullText(r.CapabilityID), nullText(r.ExecutionID),
 		nullText(r.ExecutionState), nullText(r.Worker), nullText(r.Status), r.Reason,
 		r.ExecutionAttempted, r.ReplaySuspected, nullText(r.Detail), nullText(r.Command), r.LeaseEpoch, r.CurrentEpoch,
-		nullText(r.Outcome), nullText(r.ProviderReference)}
+		nullText(r.Outcome), nullText(r.ProviderReference), r.Count, nullText(r.Actor), nullJSON(r.Summary)}
+}
+
+// nullJSON is raw JSON for a jsonb column, or NULL when empty.
+func nullJSON(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
 }
 
 func (r *reconciliationRow) copyValues() []any {

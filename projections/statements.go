@@ -76,7 +76,8 @@ ON CONFLICT (%[3]s) DO NOTHING`
 var (
 	evidenceColumns = []string{"event_id", "event_seq", "position", "stream_id", "kind", "recorded_at", "stored_at",
 		"operation_id", "message_id", "capability_id", "execution_id", "execution_state", "worker", "status", "reason",
-		"execution_attempted", "replay_suspected", "detail", "command", "lease_epoch", "current_epoch", "outcome", "provider_reference"}
+		"execution_attempted", "replay_suspected", "detail", "command", "lease_epoch", "current_epoch", "outcome", "provider_reference",
+		"count", "actor", "summary"}
 	reconciliationColumns = []string{"event_id", "event_seq", "kind", "execution_id", "operation_id", "outcome", "method",
 		"provider_reference", "actor", "evidence", "reason", "detail", "at"}
 )

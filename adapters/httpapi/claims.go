@@ -74,10 +74,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, who Principal) (r
 	}
 	claims, verr := s.cfg.Signer.Verify(token)
 	if verr != nil {
-		return s.refuseToken(r, op, cmd, token, verr)
+		return s.refuseToken(r, who, op, cmd, token, verr)
 	}
 	cmd.CapabilityID, cmd.BoundOperation, cmd.BoundAttempt = claims.CapabilityID, claims.OperationID, claims.Attempt
-	out, err := s.cfg.Ledger.Claim(r.Context(), op, cmd)
+	out, err := s.cfg.Ledger.ClaimAs(r.Context(), op, cmd, s.claimCause(who, cmd))
 	if err != nil {
 		return reply{}, err // never Claimed: nothing may execute
 	}
@@ -89,7 +89,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, who Principal) (r
 
 // refuseToken records a presentation whose token does not verify and
 // answers it as Invalid, capability.invalid.
-func (s *Server) refuseToken(r *http.Request, op domain.OperationID, cmd domain.Claim, token string, verr error) (reply, error) {
+func (s *Server) refuseToken(r *http.Request, who Principal, op domain.OperationID, cmd domain.Claim, token string, verr error) (reply, error) {
 	detail := "capability token is malformed: " + verr.Error()
 	if errors.Is(verr, captoken.ErrBadSignature) {
 		detail = "capability token signature does not verify: forged, altered, or signed with another key"
@@ -104,12 +104,19 @@ func (s *Server) refuseToken(r *http.Request, op domain.OperationID, cmd domain.
 		detail += " (token fingerprint " + captoken.Fingerprint(token) + ")"
 	}
 	ev := domain.UnattributedPresentation(op, cmd.MessageID, capability, cmd.WorkerID, domain.ReasonCapabilityInvalid, detail, s.cfg.Ledger.Clock().Now())
-	by := ledger.Cause{Actor: cmd.WorkerID, CausationID: string(cmd.MessageID), CorrelationID: cmd.CorrelationID}
-	if err := s.cfg.Ledger.RecordUnattributed(r.Context(), ev, by); err != nil {
+	if err := s.cfg.Ledger.RecordUnattributed(r.Context(), ev, s.claimCause(who, cmd)); err != nil {
 		return reply{}, err
 	}
 	s.cfg.Metrics.ObserveClaim(domain.StatusInvalid, domain.ReasonCapabilityInvalid)
 	return ok(claimResponse{Status: domain.StatusInvalid, Reason: domain.ReasonCapabilityInvalid, Detail: detail, OperationID: op}), nil
+}
+
+// claimCause is who caused a presentation: the token's principal is the
+// actor of every event it causes (docs/api.md, "Roles and tokens"); the
+// request's worker_id is only the worker label, which the events keep
+// beside it.
+func (s *Server) claimCause(who Principal, cmd domain.Claim) ledger.Cause {
+	return ledger.Cause{Actor: who.Name, CausationID: string(cmd.MessageID), CorrelationID: cmd.CorrelationID}
 }
 
 func claimAnswer(out ledger.ClaimOutcome) claimResponse {

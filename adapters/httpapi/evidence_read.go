@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,7 +11,10 @@ import (
 )
 
 // evidenceView is one row of the evidence read model: a refused
-// presentation, a duplicate delivery or a refused write.
+// presentation, a duplicate delivery, a refused write, or a summary of the
+// refusals past the evidence bound (count of them; every other row counts
+// one). actor is the principal that caused it (a token's name); worker the
+// worker label the caller gave.
 type evidenceView struct {
 	Kind               string    `json:"kind"`
 	Reason             string    `json:"reason"`
@@ -29,13 +33,19 @@ type evidenceView struct {
 	Outcome            *string   `json:"outcome,omitempty"`
 	ProviderReference  *string   `json:"provider_reference,omitempty"`
 	RecordedAt         time.Time `json:"recorded_at"`
+	Count              int64     `json:"count"`
+	Actor              *string   `json:"actor"`
+	// Summary is the RefusalsSummarized as recorded (window, bounds,
+	// reasons, principals, samples), on a summary's row only.
+	Summary json.RawMessage `json:"summary,omitempty"`
 }
 
 func newEvidenceView(v projections.Evidence) evidenceView {
 	return evidenceView{Kind: v.Kind, Reason: v.Reason, Status: v.Status, OperationID: v.OperationID, MessageID: v.MessageID,
 		CapabilityID: v.CapabilityID, ExecutionID: v.ExecutionID, Worker: v.Worker, ExecutionAttempted: v.ExecutionAttempted,
 		ReplaySuspected: v.ReplaySuspected, Detail: v.Detail, Command: v.Command, LeaseEpoch: v.LeaseEpoch,
-		CurrentEpoch: v.CurrentEpoch, Outcome: v.Outcome, ProviderReference: v.ProviderReference, RecordedAt: v.RecordedAt}
+		CurrentEpoch: v.CurrentEpoch, Outcome: v.Outcome, ProviderReference: v.ProviderReference, RecordedAt: v.RecordedAt,
+		Count: v.Count, Actor: v.Actor, Summary: v.Summary}
 }
 
 type evidenceResponse struct {

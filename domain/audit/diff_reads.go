@@ -25,7 +25,7 @@ func diffReading(eventType string) diffRead {
 	case domain.TypeClaimed, domain.TypeOutcomeUnknown, domain.TypeLeaseLapsed, domain.TypeEscalated:
 		return diffReadsIfNamed
 	case domain.TypeDecided, domain.TypeCapabilityIssued, domain.TypeCapabilityRevoked, domain.TypeDeliveryDuplicated,
-		domain.TypePresentationRejected, domain.TypeLeaseRenewed, domain.TypeWriteRefused:
+		domain.TypePresentationRejected, domain.TypeLeaseRenewed, domain.TypeWriteRefused, domain.TypeRefusalsSummarized:
 		return diffIgnores
 	}
 	return 0

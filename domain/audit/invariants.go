@@ -1,7 +1,7 @@
 package audit
 
-// Invariant names one check Verify makes. ID is stable ("I1".."I10" for the
-// invariants, "S1".."S4" for the structural checks, "H1".."H3" and "D1",
+// Invariant names one check Verify makes. ID is stable ("I1".."I10" and I14
+// for the invariants, "S1".."S4" for the structural checks, "H1".."H3" and "D1",
 // "D2" for tamper evidence: see check_chain.go); Name is a stable slug.
 type Invariant struct {
 	ID   string `json:"id"`
@@ -63,6 +63,14 @@ var (
 	// operation's own kind. Refunds are N = 1 under I1 and I3.
 	I10BoundedUse = Invariant{"I10", "bounded-use"}
 
+	// I14: evidence is bounded and counted (docs/design.md's invariant 14):
+	// an evidence stream holds evidence only; a refusal is recorded one by
+	// one only while its key and its stream are within the bound of its
+	// window (domain.EvidenceBound), and a summary counts refusals only past
+	// it, its reasons and principals adding up to its count, its samples
+	// and principals within their bounds, its times within its window.
+	I14EvidenceBounded = Invariant{"I14", "evidence-bounded-and-counted"}
+
 	// S1: each stream's versions are 0, 1, 2, ... with no gap or repeat.
 	S1VersionsContiguous = Invariant{"S1", "stream-versions-contiguous"}
 	// S2: every event decodes (known type and schema, no unknown field,
@@ -79,7 +87,7 @@ var (
 var Invariants = []Invariant{
 	I1CapabilityConsumedOnce, I2AuthorityNeverReset, I3OneConsequentialExecution,
 	I4UnknownNeverInferred, I5EpochFencing, I6ProviderKeyDerived, I7RefusalRecorded,
-	I8UnknownResolved, I9NewAttemptDecided, I10BoundedUse,
+	I8UnknownResolved, I9NewAttemptDecided, I10BoundedUse, I14EvidenceBounded,
 	S1VersionsContiguous, S2Decodable, S3RequestedFirst, S4ReferencesResolve,
 	H1ChainIntact, H2EventsHashed, H3HeadsMatch, D1MatchesDigest, D2DigestsConsistent,
 }

@@ -169,6 +169,8 @@ type operationState struct {
 	requested    bool
 	unrequested  bool // an event before OperationRequested was reported
 	decided      bool
+	// evidence is the operation's evidence stream, once met.
+	evidence *evidenceStream
 }
 
 func newOperationState() *operationState { return &operationState{version: -1, effect: refundPolicy} }

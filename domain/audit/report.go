@@ -71,9 +71,12 @@ type Report struct {
 
 	Events          int64 `json:"events"`           // events checked in the range
 	OperationEvents int64 `json:"operation_events"` // of which in operation streams
-	EvidenceEvents  int64 `json:"evidence_events"`  // in the unattributed evidence stream
-	OtherEvents     int64 `json:"other_events"`     // in streams that are neither (counted only)
-	Operations      int64 `json:"operations"`       // operation streams seen in the range
+	EvidenceEvents  int64 `json:"evidence_events"`  // in the unattributed evidence streams
+	// OperationEvidenceEvents are the events of operations' evidence
+	// streams ("evidence-OP-…").
+	OperationEvidenceEvents int64 `json:"operation_evidence_events"`
+	OtherEvents             int64 `json:"other_events"` // in streams that are neither (counted only)
+	Operations              int64 `json:"operations"`   // operation streams seen in the range
 	// PrimedEvents counts events read from streams' history before From, to
 	// know their state (not checked, not counted in Events).
 	PrimedEvents int64 `json:"primed_events,omitempty"`
@@ -82,6 +85,10 @@ type Report struct {
 	OpenOperationsPeak int `json:"open_operations_peak"`
 
 	Executions ExecutionCounts `json:"executions"`
+
+	// Refusals accounts for every refusal the range recorded, one by one or
+	// counted in a summary.
+	Refusals RefusalCounts `json:"refusals"`
 
 	// OpenUnknowns lists Unknown and Escalated executions, oldest first, up
 	// to VerifyOptions.MaxListedUnknowns; OpenUnknownCount counts them all.
@@ -107,6 +114,16 @@ type Report struct {
 	// previous).
 	Chain   ChainSummary  `json:"chain"`
 	Digests []DigestCheck `json:"digests,omitempty"`
+}
+
+// RefusalCounts counts refusals (refused presentations, duplicate
+// deliveries, refused writes): Total, by reason, of which Summarized were
+// counted in Summaries summary events rather than recorded one by one.
+type RefusalCounts struct {
+	Total      int64            `json:"total"`
+	Summarized int64            `json:"summarized"`
+	Summaries  int64            `json:"summaries"`
+	ByReason   map[string]int64 `json:"by_reason,omitempty"`
 }
 
 // OK reports whether the range was verified completely and broke no

@@ -26,12 +26,19 @@ var ErrNoSuchOperation = errors.New("audit: no such operation")
 // TimelineRow is one event of an operation's stream, as an auditor reads it.
 // Empty fields do not apply to the event.
 type TimelineRow struct {
-	Position  string    `json:"position"` // global log position (backend-specific text)
-	Version   int64     `json:"version"`  // 0-based stream version
-	Time      time.Time `json:"time"`     // when the fact happened (payload time, else metadata)
-	Event     string    `json:"event"`    // event type
-	Actor     string    `json:"actor,omitempty"`
-	Causation string    `json:"causation_id,omitempty"`
+	Position string    `json:"position"` // global log position (backend-specific text)
+	Version  int64     `json:"version"`  // 0-based stream version
+	Time     time.Time `json:"time"`     // when the fact happened (payload time, else metadata)
+	Event    string    `json:"event"`    // event type
+	// Stream is set on the events of the operation's evidence stream
+	// (domain.EvidenceStreamOf): their Version is that stream's.
+	Stream string `json:"stream,omitempty"`
+	// Actor is who caused the event: the authenticated principal (a token's
+	// name) when a request caused it; Worker the worker label the caller
+	// gave (a claim's or a write's worker_id), kept beside it, never for it.
+	Actor     string `json:"actor,omitempty"`
+	Worker    string `json:"worker_id,omitempty"`
+	Causation string `json:"causation_id,omitempty"`
 
 	Execution  domain.ExecutionID  `json:"execution_id,omitempty"`
 	Epoch      int64               `json:"epoch,omitempty"`      // the lease epoch the event is under (0: none)
@@ -44,6 +51,9 @@ type TimelineRow struct {
 	// Reason is a stable reason code (or reconciliation method).
 	Reason string `json:"reason,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Count is how many refusals a RefusalsSummarized counts (0 on every
+	// other row, each of which is one event).
+	Count int64 `json:"count,omitempty"`
 }
 
 // Replay reads operation op's stream straight from the store (never from a

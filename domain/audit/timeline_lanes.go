@@ -233,6 +233,8 @@ func (b *sequenceBuilder) row(i int, r TimelineRow) {
 		command, _, _ := strings.Cut(r.Detail, " refused")
 		b.add(i, r, w, laneLedger, StepCall, ToneNormal, fmt.Sprintf("%s, epoch %d", command, r.Epoch), "")
 		b.add(i, r, laneLedger, w, StepRefused, ToneAlert, "WriteRefused ("+r.Reason+")", r.Detail)
+	case domain.TypeRefusalsSummarized:
+		b.add(i, r, laneLedger, laneLedger, StepRefused, ToneAlert, fmt.Sprintf("RefusalsSummarized: %d refusals counted (%s)", r.Count, r.Reason), r.Detail)
 	default: // an event this build does not draw: on the ledger, named
 		b.add(i, r, laneLedger, laneLedger, StepCall, ToneNormal, r.Event, r.Detail)
 	}

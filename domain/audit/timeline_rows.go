@@ -42,7 +42,7 @@ func describe(e domain.Event) (TimelineRow, bool) {
 		if ev.Kind == domain.KindExportDownload {
 			consumed = fmt.Sprintf("use %d of the capability consumed", ev.Use)
 		}
-		return TimelineRow{Time: ev.ClaimedAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Message: ev.MessageID,
+		return TimelineRow{Time: ev.ClaimedAt, Worker: ev.WorkerID, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Message: ev.MessageID,
 			Capability: ev.CapabilityID, Outcome: string(domain.ExecExecuting),
 			Detail: fmt.Sprintf("%s for attempt %d, lease until %s, provider key %s",
 				consumed, ev.Attempt, stamp(ev.LeaseExpiresAt), ev.IdempotencyKey)}, true
@@ -51,7 +51,7 @@ func describe(e domain.Event) (TimelineRow, bool) {
 		if ev.ExecutionID != "" {
 			d = fmt.Sprintf("message seen before; %s still %s; nothing executed, no state changed", ev.ExecutionID, ev.ExecutionState)
 		}
-		return TimelineRow{Time: ev.SeenAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Message: ev.MessageID, Capability: ev.CapabilityID,
+		return TimelineRow{Time: ev.SeenAt, Worker: ev.WorkerID, Execution: ev.ExecutionID, Message: ev.MessageID, Capability: ev.CapabilityID,
 			Outcome: string(domain.StatusDuplicateDelivery), Reason: string(domain.ReasonDeliveryDuplicate), Detail: d}, true
 	case domain.PresentationRejected:
 		d := "execution not attempted"
@@ -61,7 +61,7 @@ func describe(e domain.Event) (TimelineRow, bool) {
 		if ev.ReplaySuspected {
 			d += "; replay suspected"
 		}
-		return TimelineRow{Time: ev.RejectedAt, Actor: ev.WorkerID, Execution: ev.ExecutionID, Message: ev.MessageID, Capability: ev.CapabilityID,
+		return TimelineRow{Time: ev.RejectedAt, Worker: ev.WorkerID, Execution: ev.ExecutionID, Message: ev.MessageID, Capability: ev.CapabilityID,
 			Outcome: string(ev.Status), Reason: string(ev.Reason), Detail: joinNonEmpty(d, ev.Detail)}, true
 	case domain.LeaseRenewed:
 		return TimelineRow{Time: ev.RenewedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch,
@@ -103,9 +103,55 @@ func describe(e domain.Event) (TimelineRow, bool) {
 			d += " (kept escaped: " + strings.Join(ev.Escaped, ", ") + ")"
 		}
 		return TimelineRow{Time: ev.RefusedAt, Execution: ev.ExecutionID, Epoch: ev.LeaseEpoch, Reason: string(ev.Reason),
-			Detail: joinNonEmpty(d, ref(ev.ProviderReference), ev.Detail)}, true
+			Worker: ev.WorkerID, Detail: joinNonEmpty(d, ref(ev.ProviderReference), ev.Detail)}, true
+	case domain.RefusalsSummarized:
+		return summaryRow(ev), true
 	}
 	return TimelineRow{}, false
+}
+
+// summaryRow is the row of a summary of refusals past the evidence bound:
+// its count, per reason, over which times, by whom, with its samples.
+func summaryRow(ev domain.RefusalsSummarized) TimelineRow {
+	r := TimelineRow{Time: ev.SummarizedAt, Outcome: fmt.Sprintf("%d counted", ev.Count), Count: ev.Count}
+	reasons := make([]string, 0, len(ev.Reasons))
+	for _, rc := range ev.Reasons {
+		reasons = append(reasons, fmt.Sprintf("%d %s %s", rc.Count, rc.Type, rc.Reason))
+	}
+	if len(ev.Reasons) > 0 {
+		r.Reason = string(ev.Reasons[0].Reason)
+	}
+	switch ev.Scope {
+	case domain.ScopeCapability:
+		r.Capability = domain.CapabilityID(ev.ScopeID)
+	case domain.ScopeExecution, domain.ScopeHolder:
+		r.Execution = domain.ExecutionID(ev.ScopeID)
+	}
+	key := domain.EvidenceKey{Scope: ev.Scope, ID: ev.ScopeID}
+	d := fmt.Sprintf("%d refusals of %s past the bound (%d per key, %d per stream, window %s to %s), from %s to %s: %s",
+		ev.Count, key, ev.BoundPerKey, ev.BoundPerStream, stamp(ev.WindowStart), stamp(ev.WindowEnd), stamp(ev.FirstAt), stamp(ev.LastAt),
+		strings.Join(reasons, ", "))
+	principals := make([]string, 0, len(ev.Principals)+1)
+	for _, p := range ev.Principals {
+		principals = append(principals, fmt.Sprintf("%s (%d)", p.Principal, p.Count))
+	}
+	if ev.OtherPrincipals > 0 {
+		principals = append(principals, fmt.Sprintf("others (%d)", ev.OtherPrincipals))
+	}
+	samples := make([]string, 0, len(ev.Samples))
+	for _, s := range ev.Samples {
+		samples = append(samples, joinNonEmpty(s.Type+" "+string(s.Reason), string(s.MessageID), string(s.CapabilityID),
+			string(s.ExecutionID), s.Command, workerText(s.WorkerID), s.Detail))
+	}
+	r.Detail = joinNonEmpty(d, "by "+strings.Join(principals, ", "), "samples: "+strings.Join(samples, " | "))
+	return r
+}
+
+func workerText(w string) string {
+	if w == "" {
+		return ""
+	}
+	return "worker_id " + w
 }
 
 // zeroDecimal lists ISO 4217 currencies without minor units, so amounts read

@@ -17,12 +17,11 @@ type verifier struct {
 	hash   hasher
 	ops    map[string]*operationState // by stream name
 	openOp int                        // operations with an open execution
-	// evidenceVersion is the last version seen of domain.EvidenceStream.
-	evidenceVersion int64
-	evidenceSeen    bool
-	seq             int64 // events checked or primed, in order
-	last            eventstore.Position
-	report          Report
+	// unattributed are the unattributed evidence streams met, by name.
+	unattributed map[string]*evidenceStream
+	seq          int64 // events checked or primed, in order
+	last         eventstore.Position
+	report       Report
 	// boundSeen: a claim carrying a lease secret digest was met (the log was
 	// written by a version that binds leases to their holder from there on).
 	boundSeen bool
@@ -39,7 +38,7 @@ type verifier struct {
 
 func newVerifier(store eventstore.Store, opts VerifyOptions) *verifier {
 	v := &verifier{
-		store: store, opts: opts, hash: newHasher(), ops: map[string]*operationState{}, evidenceVersion: -1,
+		store: store, opts: opts, hash: newHasher(), ops: map[string]*operationState{}, unattributed: map[string]*evidenceStream{},
 		report: Report{From: positionText(opts.From), To: positionText(opts.To), ByInvariant: map[string]int64{}},
 	}
 	return v
@@ -52,65 +51,92 @@ func (v *verifier) check(ctx context.Context, rec *eventstore.RecordedEvent, d d
 	if d.ignored != "" {
 		v.ignoredMember(rec, d.ignored)
 	}
-	op, isOperation := domain.OperationIDFromStream(rec.StreamID)
+	op, isEvidence, isOperation := domain.OperationOfStream(rec.StreamID)
 	switch {
+	case isOperation && isEvidence:
+		v.report.OperationEvidenceEvents++
 	case isOperation:
 		v.report.OperationEvents++
-	case rec.StreamID == domain.EvidenceStream:
+	case domain.IsUnattributedStream(rec.StreamID):
 		v.report.EvidenceEvents++
-		v.evidence(rec, d)
-		return nil
+		return v.evidence(ctx, rec, d)
 	default:
 		v.report.OtherEvents++
 		return nil
 	}
-	st := v.ops[rec.StreamID]
+	st := v.ops[op.StreamName()]
 	if st == nil {
 		if len(v.ops) >= v.opts.MaxOperations {
 			return fmt.Errorf("verify: %w: more than %d operations (MaxOperations) at %s: verify a narrower range", ErrLimitExceeded, v.opts.MaxOperations, rec.Position)
 		}
 		st = newOperationState()
-		v.ops[rec.StreamID] = st
+		v.ops[op.StreamName()] = st
 		v.report.Operations++
-		if v.opts.From != nil && rec.Version > 0 {
-			if err := v.prime(ctx, rec.StreamID, op, st, rec.Version); err != nil {
+		if v.opts.From != nil && (isEvidence || rec.Version > 0) {
+			if err := v.primeOperation(ctx, op, st); err != nil {
 				return err
 			}
 		}
 	}
-	v.apply(rec, d, op, st)
+	if isEvidence {
+		if err := v.operationEvidence(ctx, rec, d, op, st); err != nil {
+			return err
+		}
+	} else {
+		v.apply(rec, d, op, st)
+	}
 	if v.openOp > v.opts.MaxOpenOperations {
 		return fmt.Errorf("verify: %w: more than %d operations with an open execution (MaxOpenOperations) at %s", ErrLimitExceeded, v.opts.MaxOpenOperations, rec.Position)
 	}
 	return nil
 }
 
-// prime folds versions 0..upTo-1 of a stream first met after From into its
-// state, silently: they are outside the range, but the range's events must
-// be judged with their history. The stream's own order is the global order
-// of its events, so all of them lie at or before From.
-func (v *verifier) prime(ctx context.Context, stream string, op domain.OperationID, st *operationState, upTo int64) error {
-	for next := int64(0); next < upTo; {
-		page, err := v.store.ReadStream(ctx, stream, next, int(min(int64(v.opts.PageSize), upTo-next)))
+// primeOperation folds the history before From of an operation first met
+// in the range — its stream's events and its evidence stream's, silently —
+// into its state: they are outside the range, but the range's events must
+// be judged with their history. A stream's own order is the global order of
+// its events, so its events before the range are those at or before From.
+func (v *verifier) primeOperation(ctx context.Context, op domain.OperationID, st *operationState) error {
+	v.silent = true
+	defer func() { v.silent = false }()
+	err := v.primeStream(ctx, op.StreamName(), func(rec *eventstore.RecordedEvent) error {
+		v.apply(rec, decode(rec), op, st)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return v.primeStream(ctx, domain.EvidenceStreamOf(op), func(rec *eventstore.RecordedEvent) error {
+		return v.operationEvidence(ctx, rec, decode(rec), op, st)
+	})
+}
+
+// primeStream reads stream from its start up to From and hands each event
+// to fold, counting them as primed.
+func (v *verifier) primeStream(ctx context.Context, stream string, fold func(*eventstore.RecordedEvent) error) error {
+	for next := int64(0); ; {
+		page, err := v.store.ReadStream(ctx, stream, next, v.opts.PageSize)
 		if err != nil {
 			return fmt.Errorf("verify: read the history of %s before the range: %w", stream, err)
 		}
-		if len(page) == 0 {
-			return nil // shorter than its first event in range says: S1 will report the gap
-		}
-		v.silent = true
 		for i := range page {
-			v.apply(&page[i], decode(&page[i]), op, st)
+			if page[i].Position.Compare(v.opts.From) > 0 {
+				return nil
+			}
+			if err := fold(&page[i]); err != nil {
+				return err
+			}
 			v.report.PrimedEvents++
 		}
-		v.silent = false
-		if last := page[len(page)-1].Version; last >= next {
-			next = last + 1
-		} else {
+		if len(page) < v.opts.PageSize {
+			return nil
+		}
+		last := page[len(page)-1].Version
+		if last < next {
 			return fmt.Errorf("verify: read the history of %s before the range: version %d returned when reading from %d", stream, last, next)
 		}
+		next = last + 1
 	}
-	return nil
 }
 
 // apply checks one operation event and folds it into st.
@@ -135,6 +161,13 @@ func (v *verifier) apply(rec *eventstore.RecordedEvent, d decodedEvent, op domai
 		v.requested(r)
 		return
 	}
+	v.applyEvent(rec, e)
+}
+
+// applyEvent checks one event of an operation (of its stream or its
+// evidence stream) after its OperationRequested and folds it into v.st.
+func (v *verifier) applyEvent(rec *eventstore.RecordedEvent, e domain.Event) {
+	st := v.st
 	if !st.requested && !st.unrequested {
 		st.unrequested = true
 		v.emit(S3RequestedFirst, nil, "%s before the operation's OperationRequested", rec.Type)
@@ -150,8 +183,10 @@ func (v *verifier) apply(rec *eventstore.RecordedEvent, d decodedEvent, op domai
 		v.claimed(ev)
 	case domain.DeliveryDuplicated:
 		v.deliveryDuplicated(ev)
+		v.countRefusal(ev, 1)
 	case domain.PresentationRejected:
 		v.presentationRejected(ev)
+		v.countRefusal(ev, 1)
 	case domain.LeaseRenewed:
 		v.leaseRenewed(ev)
 	case domain.OutcomeRecorded:
@@ -168,36 +203,18 @@ func (v *verifier) apply(rec *eventstore.RecordedEvent, d decodedEvent, op domai
 		v.escalated(ev)
 	case domain.WriteRefused:
 		v.execution(ev.ExecutionID)
+		v.countRefusal(ev, 1)
 		switch ev.SecretCheck {
 		case "", domain.SecretHeld, domain.SecretMissing, domain.SecretWrong, domain.SecretUnbound:
 		default:
 			v.emit(S2Decodable, nil, "refused write on %s states secret check %q", ev.ExecutionID, clipText(string(ev.SecretCheck)))
 		}
+	case domain.RefusalsSummarized:
+		v.summarized(ev, st.evidenceLog(v, domain.EvidenceStreamOf(v.op)))
 	default:
 		v.unhandled++
 		v.emit(S2Decodable, nil, "event type %s is not one this audit knows", rec.Type)
 	}
-}
-
-// evidence checks an event of the unattributed evidence stream.
-func (v *verifier) evidence(rec *eventstore.RecordedEvent, d decodedEvent) {
-	v.seq++
-	v.rec, v.op, v.st = rec, "", nil
-	if v.evidenceSeen && rec.Version != v.evidenceVersion+1 || !v.evidenceSeen && v.opts.From == nil && rec.Version != 0 {
-		v.emit(S1VersionsContiguous, nil, "version %d follows version %d", rec.Version, v.evidenceVersion)
-	}
-	v.evidenceSeen, v.evidenceVersion = true, max(v.evidenceVersion, rec.Version)
-	if d.err != nil {
-		v.emit(S2Decodable, nil, "cannot decode: %v", d.err)
-		return
-	}
-	v.meta = d.meta
-	ev, ok := d.event.(domain.PresentationRejected)
-	if !ok {
-		v.emit(S2Decodable, nil, "the evidence stream holds only PresentationRejected, not %s", rec.Type)
-		return
-	}
-	v.refusalFields(ev)
 }
 
 // emit records a violation by the event being checked.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"opledger/domain"
 	"opledger/eventstore"
 )
 
@@ -54,6 +55,9 @@ type VerifyOptions struct {
 	// AllowUnhashed reports events stored before hashing began (see H2) as
 	// information instead of violations.
 	AllowUnhashed bool
+	// EvidenceBound is the bound the ledger keeps evidence streams to
+	// (default domain.DefaultEvidenceBound): I14 checks them against it.
+	EvidenceBound domain.EvidenceBound
 }
 
 // Defaults of VerifyOptions.
@@ -74,6 +78,9 @@ func (o *VerifyOptions) setDefaults() {
 	o.MaxEvents = cmp.Or(o.MaxEvents, DefaultMaxEvents)
 	o.MaxViolations = cmp.Or(o.MaxViolations, DefaultMaxViolations)
 	o.MaxListedUnknowns = cmp.Or(o.MaxListedUnknowns, DefaultMaxListedUnknowns)
+	if o.EvidenceBound == (domain.EvidenceBound{}) {
+		o.EvidenceBound = domain.DefaultEvidenceBound
+	}
 }
 
 func (o *VerifyOptions) validate() error {
@@ -86,6 +93,9 @@ func (o *VerifyOptions) validate() error {
 		return errors.New("audit: verify options: MaxViolations and MaxListedUnknowns must not be negative")
 	case o.From != nil && o.To != nil && o.From.Compare(o.To) > 0:
 		return fmt.Errorf("audit: verify options: From %s is after To %s", o.From, o.To)
+	}
+	if err := o.EvidenceBound.Check(); err != nil {
+		return fmt.Errorf("audit: verify options: %w", err)
 	}
 	return o.validateDigests()
 }

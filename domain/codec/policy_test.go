@@ -341,7 +341,59 @@ func TestThePreviousReleaseReadsWhatThisBuildWrites(t *testing.T) {
 			}
 		})
 	}
-	require.ElementsMatch(t, slices.Collect(maps.Keys(frozenShapes)), kindNames(), "every registered type has its frozen shape")
+	require.ElementsMatch(t, slices.Collect(maps.Keys(frozenShapes)), operationStreamKindNames(), "every type an operation stream holds has its frozen shape")
+}
+
+// evidenceOnlyTypes are the registered types that only evidence streams
+// hold ("evidence-OP-…", "evidence-unattributed-<day>"): streams the
+// previous releases do not read at all (their handler, projector, audit and
+// log index read operation streams and "evidence-unattributed" only), so
+// this build may write them before any release reads them. Were a previous
+// release ever to meet one, it would refuse it as a newer build's, loudly
+// (TestThePreviousReleaseRefusesEvidenceOnlyTypes).
+func evidenceOnlyTypes() map[string]bool {
+	inOperationStreams := map[string]bool{}
+	for _, e := range codectest.RefundSamples() {
+		inOperationStreams[e.EventType()] = true
+	}
+	out := map[string]bool{}
+	for _, e := range codectest.Samples() {
+		if !inOperationStreams[e.EventType()] {
+			out[e.EventType()] = true
+		}
+	}
+	return out
+}
+
+func operationStreamKindNames() []string {
+	only := evidenceOnlyTypes()
+	var out []string
+	for _, name := range kindNames() {
+		if !only[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestThePreviousReleaseRefusesEvidenceOnlyTypes: the types written to
+// evidence streams only are evidence (domain.IsEvidence), and both previous
+// releases refuse them as unknown rather than skip them.
+func TestThePreviousReleaseRefusesEvidenceOnlyTypes(t *testing.T) {
+	only := evidenceOnlyTypes()
+	require.Equal(t, map[string]bool{domain.TypeRefusalsSummarized: true}, only)
+	for _, e := range codectest.Samples() {
+		if !only[e.EventType()] {
+			continue
+		}
+		require.True(t, domain.IsEvidence(e), e.EventType())
+		enc, err := codec.Encode(e, domain.Metadata{RecordedAt: time.Date(2026, 11, 26, 14, 2, 30, 0, time.UTC)})
+		require.NoError(t, err)
+		_, err = schemaEvolutionRelease.read(schemaEvolutionRelease, enc.Type, enc.Data, enc.Metadata)
+		require.ErrorContains(t, err, "unknown event type (written by a newer build")
+		_, err = mainBeforeSchemaEvolution.read(mainBeforeSchemaEvolution, enc.Type, enc.Data, enc.Metadata)
+		require.ErrorContains(t, err, "unknown event type")
+	}
 }
 
 // TestThePreviousReleaseMeetsANewerWritersEvents: what the policy promises
@@ -440,8 +492,9 @@ func kindNames() []string {
 func TestFrozenShapesAreTheFixtures(t *testing.T) {
 	fixtures, err := codectest.Fixtures()
 	require.NoError(t, err)
+	only := evidenceOnlyTypes()
 	for _, f := range fixtures {
-		if f.SchemaVersion != 1 {
+		if f.SchemaVersion != 1 || only[f.Type] {
 			continue
 		}
 		_, err := mainBeforeSchemaEvolution.read(mainBeforeSchemaEvolution, f.Type, f.Data, f.Metadata)

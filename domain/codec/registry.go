@@ -45,6 +45,7 @@ var events = mustRegistry(
 	Event[domain.Reconciled]("an Unknown or Escalated execution resolved: by lookup, resend or a person"),
 	Event[domain.Escalated]("an Unknown execution handed to a person"),
 	Event[domain.WriteRefused]("an executor's refused write, kept as evidence; changes nothing"),
+	Event[domain.RefusalsSummarized]("refusals past the evidence bound in one window, counted (reasons, times, principals, samples); changes nothing, written to evidence streams only"),
 )
 
 // Registry is a set of event kinds, each with its versions. The codec's

@@ -112,8 +112,29 @@ type ClaimOutcome struct {
 // with its digest): a Claimed answer carries it in LeaseSecret. A caller
 // that loses the answer cannot write for the execution; its lease lapses to
 // Unknown and the reconciler asks the provider.
+//
+// The events' actor is the worker id: an in-process worker is its own
+// principal. A caller that authenticated someone else uses ClaimAs.
 func (h *Handler) Claim(ctx context.Context, op domain.OperationID, cmd domain.Claim) (ClaimOutcome, error) {
-	by := Cause{Actor: cmd.WorkerID, CausationID: string(cmd.MessageID), CorrelationID: cmd.CorrelationID}
+	return h.ClaimAs(ctx, op, cmd, Cause{Actor: cmd.WorkerID})
+}
+
+// ClaimAs is Claim on behalf of an authenticated principal: by.Actor (a
+// token's name) is the actor of every event the presentation causes, and
+// the command's worker id stays what it is, the lease's worker label
+// (Claimed, PresentationRejected, DeliveryDuplicated record it beside the
+// actor, never instead of it). by.CausationID and by.CorrelationID default
+// to the message and the command's correlation id.
+func (h *Handler) ClaimAs(ctx context.Context, op domain.OperationID, cmd domain.Claim, by Cause) (ClaimOutcome, error) {
+	if by.Actor == "" {
+		by.Actor = cmd.WorkerID
+	}
+	if by.CausationID == "" {
+		by.CausationID = string(cmd.MessageID)
+	}
+	if by.CorrelationID == "" {
+		by.CorrelationID = cmd.CorrelationID
+	}
 	secret := NewLeaseSecret()
 	cmd.LeaseSecretDigest = domain.LeaseSecretDigest(secret)
 	var result domain.ClaimResult

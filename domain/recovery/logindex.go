@@ -174,7 +174,7 @@ func (x *LogIndex) apply(op domain.OperationID, e domain.Event) bool {
 	case domain.Escalated:
 		delete(x.open, ev.ExecutionID) // a person's queue now, not the reconciler's
 	case domain.OperationRequested, domain.Decided, domain.CapabilityIssued, domain.CapabilityRevoked,
-		domain.DeliveryDuplicated, domain.PresentationRejected, domain.WriteRefused:
+		domain.DeliveryDuplicated, domain.PresentationRejected, domain.WriteRefused, domain.RefusalsSummarized:
 		// Nothing about an open execution's lease or state.
 	default:
 		return false

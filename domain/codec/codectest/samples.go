@@ -40,7 +40,26 @@ func Samples() []domain.Event {
 			WorkerID: "worker-a", Attempt: 2, Use: 2, LeaseEpoch: 1, LeaseExpiresAt: at(4*time.Second + domain.DefaultLeaseDuration),
 			IdempotencyKey: "export-OP-5120-a2-u2", ClaimedAt: at(4 * time.Second),
 			LeaseSecretDigest: "5d1f0a7c3b9e4d6f8a2b1c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f50618"},
-	}, unversioned()...)
+	}, append(unversioned(), evidenceOnly()...)...)
+}
+
+// evidenceOnly are the samples of the types only evidence streams hold
+// (never an operation's stream, so never in RefundSamples).
+func evidenceOnly() []domain.Event {
+	return []domain.Event{
+		domain.RefusalsSummarized{Scope: domain.ScopeExecution, ScopeID: "EXE-4471.1", OperationID: "OP-4471",
+			WindowStart: time.Date(2026, 11, 26, 14, 0, 0, 0, time.UTC), WindowEnd: time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC),
+			BoundPerKey: 16, BoundPerStream: 256, Count: 3,
+			Reasons: []domain.ReasonCount{{Type: domain.TypeWriteRefused, Reason: domain.ReasonLeaseNotHeld, Count: 2},
+				{Type: domain.TypeWriteRefused, Reason: domain.ReasonCommandInvalid, Count: 1}},
+			FirstAt: at(16 * time.Second), LastAt: at(18 * time.Second),
+			Principals:      []domain.PrincipalCount{{Principal: "worker-b578d6a6", Count: 2}},
+			OtherPrincipals: 1,
+			Samples: []domain.RefusalSample{{Type: domain.TypeWriteRefused, Reason: domain.ReasonCommandInvalid, At: at(16 * time.Second),
+				Principal: "worker-b578d6a6", WorkerID: "worker-z", MessageID: "MSG-77C", CapabilityID: "CAP-4471.2", ExecutionID: "EXE-4471.1",
+				Command: "RecordOutcome", Detail: "forged\\x00", Escaped: []string{"detail"}}},
+			SummarizedAt: at(19 * time.Second)},
+	}
 }
 
 // RefundSamples returns one event of every type as a refund's stream holds
