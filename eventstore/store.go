@@ -98,6 +98,16 @@ type Store interface {
 	Close()
 }
 
+// Header is what a Store may also offer (the PostgreSQL store does): Head
+// returns the position of the last event ReadAll can return now, the log's
+// committed end as readers see it, or a position that compares equal to the
+// start of the log (nil included) when no event is visible yet. Lag
+// measures ask it to answer "caught up" without reading an event; callers
+// must work without it.
+type Header interface {
+	Head(ctx context.Context) (Position, error)
+}
+
 // Position is a point in a backend's global log. Each backend defines its own
 // (Postgres: transaction id and global position; KurrentDB: commit and
 // prepare positions). Positions serialize with String and parse back with the

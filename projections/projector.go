@@ -5,20 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"opledger/domain/setaside"
+	"opledger/eventstore"
+	"opledger/eventstore/follow"
+	"opledger/eventstore/follow/pgleader"
 )
 
 // Projector follows the global log and folds it into the read models of one
 // schema. Several projectors may run on one schema (in one process or many):
-// one holds the leader lock and applies, the others wait to take over. Safe
-// for concurrent use.
+// one holds the leader lock and applies, the others wait to take over. The
+// loop, the leadership, the pauses and the back-off are a follow.Follower's;
+// the projector says what one batch does (step). Safe for concurrent use.
 type Projector struct {
-	cfg     Config
-	applier *applier
+	cfg      Config
+	applier  *applier
+	lock     *pgleader.Lock
+	follower *follow.Follower[[]decodedEvent]
 	// failing is the event the projector stopped before after it failed
 	// (only the leading loop touches it).
 	failing string
@@ -53,14 +58,36 @@ func New(cfg Config) (*Projector, error) {
 		cfg.Logger.Warn("projector: no set-aside store configured: failing events are kept in memory and forgotten on restart", "projection", cfg.Name)
 		cfg.SetAside = &setaside.Memory{}
 	}
-	return &Projector{cfg: cfg, applier: newApplier(cfg.Store, cfg.Schema, cfg.Name)}, nil
+	p := &Projector{cfg: cfg, applier: newApplier(cfg.Store, cfg.Schema, cfg.Name)}
+	lock, err := pgleader.New(cfg.Pool.Config().ConnConfig, leaderLockKey(cfg.Schema, cfg.Name), cfg.ApplicationName)
+	if err != nil {
+		return nil, fmt.Errorf("projector config: %w", err)
+	}
+	p.lock = lock
+	p.follower, err = follow.New(follow.Config[[]decodedEvent]{
+		Name: "projector " + cfg.Name, Store: cfg.Store, Handler: &projectorHandler{p: p},
+		Prepare: decodeParallel, ReadAhead: true, Leader: lock,
+		LeaderRetry: cfg.LockRetryInterval, BatchSize: cfg.BatchSize,
+		PollMin: cfg.MinBackoff, PollMax: cfg.MaxBackoff, Wake: cfg.Wake,
+		FailureBackoff: cfg.MinBackoff, MaxFailureBackoff: cfg.MaxBackoff, MaxFailures: cfg.MaxConsecutiveFailures,
+		Now: cfg.Clock.Now, Logger: cfg.Logger.With("projection", cfg.Name),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("projector config: %w", err)
+	}
+	return p, nil
 }
 
 // Status returns a snapshot of the projector's status.
 func (p *Projector) Status() Status {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.status
+	s := p.status
+	p.mu.Unlock()
+	s.Leading = p.follower.Status().Leading
+	if s.Leading {
+		s.LockBackendPID = p.lock.BackendPID()
+	}
+	return s
 }
 
 // Run follows the log until ctx ends, and then returns ctx.Err(). It first
@@ -77,164 +104,91 @@ func (p *Projector) Run(ctx context.Context) error {
 	if err := CheckSchema(ctx, p.cfg.Pool, p.cfg.Schema); err != nil {
 		return fmt.Errorf("projector %s: %w", p.cfg.Name, err)
 	}
-	lock := p.newLeaderLock()
-	defer lock.release()
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		held, err := lock.tryAcquire(ctx)
-		if err != nil && ctx.Err() == nil {
-			p.cfg.Logger.WarnContext(ctx, "projector: leader lock unavailable", "projection", p.cfg.Name, "err", err)
-		}
-		if !held {
-			if !sleep(ctx, p.cfg.LockRetryInterval, nil) {
-				return ctx.Err()
-			}
-			continue
-		}
-		p.setLeading(true, lock.pid())
-		p.cfg.Logger.InfoContext(ctx, "projector: leading", "projection", p.cfg.Name, "schema", p.cfg.Schema)
-		err = p.lead(ctx, lock)
-		p.setLeading(false, 0)
-		lock.release()
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, ErrSchemaOutdated):
-			return fmt.Errorf("projector %s: %w", p.cfg.Name, err)
-		case errors.Is(err, errLeadershipLost):
-			p.cfg.Logger.WarnContext(ctx, "projector: stepped down", "projection", p.cfg.Name, "err", err)
-		default:
-			return fmt.Errorf("projector %s: %w", p.cfg.Name, err)
-		}
-	}
+	return p.follower.Run(ctx)
 }
 
-// lead applies batches while the leader lock holds. It returns when ctx
-// ends, the lock is lost, or MaxConsecutiveFailures batches failed in a
-// row.
-func (p *Projector) lead(ctx context.Context, lock *leaderLock) error {
-	cp, err := p.loadCheckpoint(ctx)
-	for failures := 0; err != nil; {
-		// Without a checkpoint there is nothing to do: retry, bounded like
-		// a failed batch.
-		if err := p.failed(ctx, err, &failures); err != nil {
-			return err
-		}
-		cp, err = p.loadCheckpoint(ctx)
-	}
-	reader := newLogReader(p.cfg.Store, p.cfg.BatchSize)
-	defer reader.close()
-	backoff := p.cfg.MinBackoff
-	failures := 0
-	moved := false // the last batch found the checkpoint moved
-	for {
-		n, err := p.step(ctx, lock, reader, &cp)
-		var retry *retryEvent
-		switch {
-		case err == nil:
-			failures, moved = 0, false
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.As(err, &retry):
-			// An event's failure, not the database's: the events before it
-			// are folded; pause as its policy says, then try it again.
-			failures, moved = 0, false
-			if !sleep(ctx, retry.delay, nil) {
-				return ctx.Err()
-			}
-			continue
-		case errors.Is(err, errCheckpointMoved):
-			// Another writer moved the checkpoint (a rebuild was swapped in,
-			// or a batch committed though its commit reported failure):
-			// continue from where the row says. Moved again at once means
-			// someone else is applying: back off as after a failure.
-			p.cfg.Logger.InfoContext(ctx, "projector: checkpoint moved; reloading", "projection", p.cfg.Name, "err", err)
-			if moved {
-				if err := p.failed(ctx, err, &failures); err != nil {
-					return err
-				}
-			}
-			moved = true
-			reloaded, err := p.loadCheckpoint(ctx)
-			if err != nil {
-				if err := p.failed(ctx, err, &failures); err != nil {
-					return err
-				}
-				continue
-			}
-			cp = reloaded
-			continue
-		default:
-			if err := p.failed(ctx, err, &failures); err != nil {
-				return err
-			}
-			continue
-		}
-		if n == p.cfg.BatchSize {
-			backoff = p.cfg.MinBackoff
-			continue // more is waiting
-		}
-		if n > 0 {
-			backoff = p.cfg.MinBackoff
-		}
-		if !sleep(ctx, backoff, p.cfg.Wake) {
-			return ctx.Err()
-		}
-		if n == 0 {
-			backoff = min(backoff*2, p.cfg.MaxBackoff)
-		}
-	}
-}
-
-// failed handles a failed batch: it returns err when the batch must not be
-// retried (lost lock, outdated schema, ctx ended, too many failures) and
-// otherwise logs it and pauses.
-func (p *Projector) failed(ctx context.Context, err error, failures *int) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if errors.Is(err, errLeadershipLost) || errors.Is(err, ErrSchemaOutdated) {
-		return err
-	}
-	*failures++
-	if p.cfg.MaxConsecutiveFailures > 0 && *failures >= p.cfg.MaxConsecutiveFailures {
-		return fmt.Errorf("%d consecutive failed batches: %w", *failures, err)
-	}
-	p.cfg.Logger.WarnContext(ctx, "projector: batch failed; retrying", "projection", p.cfg.Name, "failures", *failures, "err", err)
-	pause := min(p.cfg.MinBackoff<<min(*failures-1, 20), p.cfg.MaxBackoff)
-	if !sleep(ctx, pause, nil) {
-		return ctx.Err()
-	}
-	return nil
-}
-
-// step reads one batch after cp (reader may have read it ahead) and
-// applies it in one transaction, moving cp on commit. It returns how many
-// events it applied. An event that cannot be folded is recorded: set aside,
-// it is skipped and the batch applied again without it; else the events
-// before it are applied and step returns a *retryEvent.
-func (p *Projector) step(ctx context.Context, lock *leaderLock, reader *logReader, cp *Checkpoint) (int, error) {
-	b := reader.next(ctx, *cp)
-	if b.err != nil {
-		return 0, b.err
-	}
-	if len(b.events) == 0 {
-		return 0, nil
-	}
-	if err := lock.check(ctx); err != nil {
+// CatchUp applies batches until the log is exhausted and returns how many
+// events it applied. It waits for the leader lock (trying every
+// LockRetryInterval) until ctx ends, and releases it before returning. It
+// does not retry: the first failure is returned (an event that cannot be
+// folded is recorded as a failure, and skipped only once it is set aside).
+// Tools and benchmarks use it; services use Run.
+func (p *Projector) CatchUp(ctx context.Context) (int64, error) {
+	if err := CheckSchema(ctx, p.cfg.Pool, p.cfg.Schema); err != nil {
 		return 0, err
 	}
-	through := b.events[len(b.events)-1].Position
+	applied, err := p.follower.CatchUp(ctx)
+	if err != nil {
+		return applied, fmt.Errorf("projector %s: %w", p.cfg.Name, err)
+	}
+	return applied, nil
+}
+
+// projectorHandler is what the projector does with the log
+// (follow.Handler): it folds each batch into the read models in one
+// transaction that also moves the checkpoint. Only the follower's goroutine
+// calls it.
+type projectorHandler struct {
+	p  *Projector
+	cp Checkpoint // where the read models stand
+	// moved: the last batch found the checkpoint moved under it.
+	moved bool
+}
+
+// Resume implements follow.Handler: the checkpoint row, created if needed.
+func (h *projectorHandler) Resume(ctx context.Context) (eventstore.Position, error) {
+	cp, err := h.p.loadCheckpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.cp = cp
+	return cp.Position, nil
+}
+
+// Handle implements follow.Handler: it applies b (step). An event that
+// failed and is not set aside yet is a follow.Retry after its policy's
+// delay. A checkpoint moved under it (a rebuild was swapped in, or a batch
+// committed though its commit reported failure) is reloaded; moved again at
+// once means someone else is applying: an outage, backed off.
+func (h *projectorHandler) Handle(ctx context.Context, b follow.Batch[[]decodedEvent]) (eventstore.Position, error) {
+	_, err := h.p.step(ctx, b, &h.cp)
+	var retry *retryEvent
+	switch {
+	case err == nil:
+		h.moved = false
+		return h.cp.Position, nil
+	case errors.As(err, &retry):
+		h.moved = false
+		return h.cp.Position, follow.Retry(retry.delay, retry)
+	case errors.Is(err, errCheckpointMoved) && !h.moved:
+		h.moved = true
+		return nil, follow.Reload(err)
+	}
+	return nil, err
+}
+
+// Idle implements follow.Handler: an idle log asks nothing of the
+// projector.
+func (h *projectorHandler) Idle(context.Context) error { return nil }
+
+// step applies b, read after cp, in one transaction, moving cp on commit.
+// It returns how many events it applied. An event that cannot be folded is
+// recorded: set aside, it is skipped and the batch applied again without
+// it; else the events before it are applied and step returns a *retryEvent.
+func (p *Projector) step(ctx context.Context, b follow.Batch[[]decodedEvent], cp *Checkpoint) (int, error) {
+	if err := b.Lead(ctx); err != nil {
+		return 0, err
+	}
+	decoded := b.Prepared
+	through := b.Events[len(b.Events)-1].Position
 	skips := skipSet{}
-	for range len(b.events) + 1 { // bounded: each pass either ends or skips one more event of the batch
+	for range len(b.Events) + 1 { // bounded: each pass either ends or skips one more event of the batch
 		now := p.cfg.Clock.Now()
-		next, skipped, err := p.applier.applyInTx(ctx, p.cfg.Pool, *cp, b.decoded, through, now, skips)
+		next, skipped, err := p.applier.applyInTx(ctx, p.cfg.Pool, *cp, decoded, through, now, skips)
 		if err == nil {
 			p.advance(cp, next)
-			p.committed(ctx, b.decoded, skipped, skips, now)
-			return len(b.events), nil
+			p.committed(ctx, decoded, skipped, skips, now)
+			return len(b.Events), nil
 		}
 		ee, isEvent := asEventError(err)
 		if !isEvent {
@@ -250,7 +204,7 @@ func (p *Projector) step(ctx context.Context, lock *leaderLock, reader *logReade
 		}
 		applied := 0
 		if ee.index > 0 {
-			prefix := b.decoded[:ee.index]
+			prefix := decoded[:ee.index]
 			next, skipped, err := p.applier.applyInTx(ctx, p.cfg.Pool, *cp, prefix, prefix[len(prefix)-1].rec.Position, now, skips)
 			if err != nil {
 				return 0, err
@@ -261,7 +215,7 @@ func (p *Projector) step(ctx context.Context, lock *leaderLock, reader *logReade
 		}
 		return applied, &retryEvent{delay: p.cfg.Policy.Delay(it.Attempts), attempts: it.Attempts, cause: ee}
 	}
-	return 0, fmt.Errorf("projector %s: a batch of %d events failed on more events than it holds", p.cfg.Name, len(b.events))
+	return 0, fmt.Errorf("projector %s: a batch of %d events failed on more events than it holds", p.cfg.Name, len(b.Events))
 }
 
 // advance moves cp to next after a commit.
@@ -271,51 +225,6 @@ func (p *Projector) advance(cp *Checkpoint, next Checkpoint) {
 	p.status.Checkpoint = next
 	p.status.Batches++
 	p.mu.Unlock()
-}
-
-// CatchUp applies batches until the log is exhausted and returns how many
-// events it applied. It waits for the leader lock (trying every
-// LockRetryInterval) until ctx ends, and releases it before returning. It
-// does not retry: the first failure is returned (an event that cannot be
-// folded is recorded as a failure, and skipped only once it is set aside).
-// Tools and benchmarks use it; services use Run.
-func (p *Projector) CatchUp(ctx context.Context) (int64, error) {
-	if err := CheckSchema(ctx, p.cfg.Pool, p.cfg.Schema); err != nil {
-		return 0, err
-	}
-	lock := p.newLeaderLock()
-	defer lock.release()
-	for {
-		held, err := lock.tryAcquire(ctx)
-		if err != nil {
-			return 0, err
-		}
-		if held {
-			break
-		}
-		if !sleep(ctx, p.cfg.LockRetryInterval, nil) {
-			return 0, ctx.Err()
-		}
-	}
-	p.setLeading(true, lock.pid())
-	defer p.setLeading(false, 0)
-	cp, err := p.loadCheckpoint(ctx)
-	if err != nil {
-		return 0, err
-	}
-	reader := newLogReader(p.cfg.Store, p.cfg.BatchSize)
-	defer reader.close()
-	var applied int64
-	for {
-		n, err := p.step(ctx, lock, reader, &cp)
-		applied += int64(n)
-		if err != nil {
-			return applied, fmt.Errorf("projector %s: %w", p.cfg.Name, err)
-		}
-		if n < p.cfg.BatchSize {
-			return applied, nil
-		}
-	}
 }
 
 // loadCheckpoint creates the checkpoint row if needed and reads it.
@@ -331,18 +240,6 @@ func (p *Projector) loadCheckpoint(ctx context.Context) (Checkpoint, error) {
 	p.status.Checkpoint = cp
 	p.mu.Unlock()
 	return cp, nil
-}
-
-func (p *Projector) newLeaderLock() *leaderLock {
-	config := p.cfg.Pool.Config().ConnConfig.Copy()
-	config.RuntimeParams["application_name"] = p.cfg.ApplicationName
-	return newLeaderLock(config, leaderLockKey(p.cfg.Schema, p.cfg.Name))
-}
-
-func (p *Projector) setLeading(leading bool, pid uint32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.status.Leading, p.status.LockBackendPID = leading, pid
 }
 
 // Start runs Run in a goroutine until Stop is called or ctx ends. It fails
@@ -394,20 +291,6 @@ func (p *Projector) Done() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.done
-}
-
-// sleep pauses for d, cut short by wake; it returns false if ctx ended.
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-wake:
-		return true
-	case <-t.C:
-		return true
-	}
 }
 
 // rollback ends tx after a failure; the rollback must reach the server even

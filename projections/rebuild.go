@@ -9,6 +9,7 @@ import (
 
 	"opledger/domain/clock"
 	"opledger/eventstore"
+	"opledger/eventstore/follow"
 )
 
 // Rebuild defaults.
@@ -143,7 +144,7 @@ func Rebuild(ctx context.Context, db DB, store eventstore.Store, opts RebuildOpt
 			return RebuildResult{}, fmt.Errorf("%s: ToPosition: %w", op, err)
 		}
 		stop = p
-	} else if h, ok := store.(header); ok {
+	} else if h, ok := store.(eventstore.Header); ok {
 		p, err := h.Head(ctx)
 		if err != nil {
 			return RebuildResult{}, fmt.Errorf("%s: head: %w", op, err)
@@ -191,14 +192,14 @@ func (r *rebuilder) foldUntil(ctx context.Context, db Beginner, cp Checkpoint, s
 	if maxEvents >= 0 {
 		size = max(1, min(size, maxEvents))
 	}
-	reader := newLogReader(r.store, size)
-	defer reader.close()
+	reader := follow.NewReader(r.store, size, decodeParallel, true)
+	defer reader.Close()
 	for read := 0; maxEvents < 0 || read < maxEvents; {
-		b := reader.next(ctx, cp)
-		if b.err != nil {
-			return cp, b.err
+		b, err := reader.Next(ctx, cp.Position)
+		if err != nil {
+			return cp, err
 		}
-		events, decoded := b.events, b.decoded
+		events, decoded := b.Events, b.Prepared
 		read += len(events)
 		short := len(events) < size
 		if stop != nil {
@@ -223,7 +224,6 @@ func (r *rebuilder) foldUntil(ctx context.Context, db Beginner, cp Checkpoint, s
 			}
 			decoded = kept
 		}
-		var err error
 		skippedBefore := r.skipped
 		cp, err = r.applySkipping(ctx, db, cp, decoded, through)
 		if err != nil {

@@ -11,6 +11,7 @@
 #   OPLEDGER_CHROMIUM  the browser for the console's tests (default: chromium on PATH,
 #                 installed with apt-get when missing and apt-get can be used)
 #   OPLEDGER_NO_BROWSER_INSTALL=1  never install one
+#   python3       the Python client's tests need it (installed with apt-get when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,6 +77,19 @@ else
   no_browser
   trap 'cleanup; no_browser' EXIT # said again at the end, where it is seen
 fi
+
+# The Python client's tests (clients/python: unittest, standard library only)
+# run from cmd/opledger's tests against real serve and provider-sim
+# processes, and need python3 (3.9 or later): Debian's python3 is
+# installed with apt-get when it is missing and apt-get can be used.
+if ! command -v python3 >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  sudo_n=""
+  [ "$(id -u)" = 0 ] || sudo_n="sudo -n"
+  echo "test.sh: no python3; installing Debian's python3 for the Python client's tests (apt-get)" >&2
+  { $sudo_n apt-get update -qq && $sudo_n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3; } >&2 ||
+    echo "test.sh: apt-get could not install python3" >&2
+fi
+export OPLEDGER_REQUIRE_PYTHON=1 # a missing python3 fails those tests, never skips them
 
 go vet ./...
 # shellcheck disable=SC2086

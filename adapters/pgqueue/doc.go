@@ -11,7 +11,7 @@
 //     that cannot mark its own entries (the Kafka topic);
 //   - SetAside: the setaside.Store of every loop (the relay's and the Kafka
 //     consumer's failing items among them);
-//   - Leader: a relay's transport.Leadership, a session-level advisory lock.
+//   - NewLeader: a relay's follow.Leadership (a pgleader.Lock, keyed per relay).
 //
 // Queue semantics, stated as boundaries. A claim makes a row invisible for
 // the visibility timeout and counts an attempt; settling it (acknowledge,

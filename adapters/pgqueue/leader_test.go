@@ -13,6 +13,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/adapters/transport/transporttest"
 	"opledger/domain"
+	"opledger/eventstore/follow/pgleader"
 )
 
 // countingPublisher counts every publication of every message id.
@@ -48,7 +49,7 @@ func TestTwoRelaysPublishEachMessageOnceAndTheStandbyTakesOver(t *testing.T) {
 	t.Parallel()
 	rig := transporttest.New(t)
 	pub := &countingPublisher{n: map[string]int{}}
-	relay := func(retry time.Duration) (*transport.Relay, *pgqueue.Leader) {
+	relay := func(retry time.Duration) (*transport.Relay, *pgleader.Lock) {
 		lead, err := pgqueue.NewLeader(rig.Pool, rig.Schema, transport.RelayRefundRequests)
 		require.NoError(t, err)
 		return rig.RelayWith(transport.RelayRefundRequests, pub, transport.SelectRefundRequests, nil, func(c *transport.RelayConfig) {

@@ -10,8 +10,9 @@
 // published, then died before saving its checkpoint) publishes the very same
 // message ids, and the worker's inbox answers them DuplicateDelivery.
 //
-// A relay holds a Leadership while it publishes (pgqueue.Leader on
-// PostgreSQL), so N instances publish each message once; a standby takes
+// A relay is a follow.Follower: it holds a follow.Leadership while it
+// publishes (pgqueue.NewLeader on PostgreSQL), so N instances publish each
+// message once; a standby takes
 // over when the leader's lock session dies. An event the relay cannot turn
 // into a message is retried a bounded number of times, then set aside
 // (setaside.RoleRelay) and skipped; a transport it cannot reach is an

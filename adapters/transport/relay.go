@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"opledger/domain"
 	"opledger/domain/clock"
+	"opledger/domain/codec"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
+	"opledger/eventstore/follow"
 )
 
 // Names of the relays opledger runs, which are also their checkpoints'
@@ -96,8 +97,8 @@ type RelayConfig struct {
 	// DefaultRelayPolicy).
 	Policy setaside.Policy
 	// Leader is the lock the relay publishes under (default: none, the relay
-	// always leads). See Leadership.
-	Leader Leadership
+	// always leads): pgqueue.NewLeader on PostgreSQL.
+	Leader follow.Leadership
 	// LeaderRetry is how often a standby tries to take the lock, and how
 	// long a relay that lost it waits before trying again, so that a waiting
 	// standby takes over first (default 1s). LeaderCheck is how often an
@@ -138,18 +139,16 @@ type RelayConfig struct {
 // CheckpointInterval and whenever the log is idle, save the checkpoint. A
 // crash before a save publishes what followed the saved checkpoint again on
 // restart; message ids derived from the events make the copies
-// recognisable. Only the holder of the Leader lock publishes.
+// recognisable. Only the holder of the Leader lock publishes. The loop, the
+// leadership, the pauses and the back-off are a follow.Follower's; the relay
+// says what one batch does (relay_batch.go).
 type Relay struct {
 	cfg       RelayConfig
-	leader    Leadership
+	follower  *follow.Follower[struct{}]
 	published atomic.Int64
 
 	mu     sync.Mutex
-	status RelayStatus
-	// pending holds this relay's events with a recorded failure that are not
-	// set aside: cleared from the store once they relay. Only Run's
-	// goroutine touches it.
-	pending map[string]bool
+	status RelayStatus // the relay's own fields; the follower keeps the rest
 }
 
 // NewRelay validates cfg.
@@ -167,20 +166,13 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		cfg.SetAside = &setaside.Memory{}
 	}
 	cfg.Policy = cmp.Or(cfg.Policy, DefaultRelayPolicy).WithDefaults()
-	cfg.LeaderRetry = cmp.Or(cfg.LeaderRetry, time.Second)
-	cfg.LeaderCheck = cmp.Or(cfg.LeaderCheck, time.Second)
 	cfg.PingInterval = cmp.Or(cfg.PingInterval, 5*time.Second)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 500)
 	cfg.CheckpointInterval = cmp.Or(cfg.CheckpointInterval, time.Second)
-	cfg.PollMin = cmp.Or(cfg.PollMin, 10*time.Millisecond)
-	cfg.PollMax = cmp.Or(cfg.PollMax, time.Second)
 	cfg.FailureBackoff = cmp.Or(cfg.FailureBackoff, 100*time.Millisecond)
 	var errs []error
-	if cfg.BatchSize < 1 || cfg.BatchSize > eventstore.MaxAppendBatch*10 {
-		errs = append(errs, fmt.Errorf("batch size %d must be in [1, %d]", cfg.BatchSize, eventstore.MaxAppendBatch*10))
-	}
-	if cfg.MaxFailures < 0 || cfg.PollMin <= 0 || cfg.PollMax < cfg.PollMin || cfg.FailureBackoff <= 0 || cfg.LeaderRetry <= 0 || cfg.LeaderCheck <= 0 || cfg.PingInterval <= 0 || cfg.CheckpointInterval <= 0 {
-		errs = append(errs, errors.New("MaxFailures must not be negative; pauses positive, PollMin <= PollMax"))
+	if cfg.PingInterval <= 0 || cfg.CheckpointInterval <= 0 {
+		errs = append(errs, errors.New("PingInterval and CheckpointInterval must be positive"))
 	}
 	if err := cfg.Policy.Validate(); err != nil {
 		errs = append(errs, err)
@@ -191,10 +183,20 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("transport: relay config: %w", err)
 	}
-	r := &Relay{cfg: cfg, leader: cfg.Leader, status: RelayStatus{Name: cfg.Name}}
-	if r.leader == nil {
-		r.leader = soleLeader{}
+	r := &Relay{cfg: cfg, status: RelayStatus{Name: cfg.Name}}
+	h := &relayHandler{r: r, log: cfg.Logger.With("relay", cfg.Name)}
+	h.pinger, _ = cfg.Publisher.(Pinger)
+	f, err := follow.New(follow.Config[struct{}]{
+		Name: "relay " + cfg.Name, Store: cfg.Store, Handler: h, Leader: cfg.Leader,
+		LeaderRetry: cfg.LeaderRetry, LeaderCheck: cfg.LeaderCheck, BatchSize: cfg.BatchSize,
+		PollMin: cfg.PollMin, PollMax: cfg.PollMax, Wake: cfg.Wake,
+		FailureBackoff: cfg.FailureBackoff, MaxFailureBackoff: 30 * cfg.FailureBackoff, MaxFailures: cfg.MaxFailures,
+		Now: cfg.Clock.Now, Logger: h.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("transport: relay config: %w", err)
 	}
+	r.follower = f
 	return r, nil
 }
 
@@ -210,352 +212,28 @@ func (r *Relay) Published() int64 { return r.published.Load() }
 // it, and steps down to wait again when it is lost. Outages are retried
 // with a bounded back-off and reported in Status; with MaxFailures set, that
 // many in a row make Run return the last error.
-func (r *Relay) Run(ctx context.Context) error {
-	log := r.cfg.Logger.With("relay", r.cfg.Name)
-	defer r.leader.Release(ctx)
-	for wait := time.Duration(0); ; {
-		if wait > 0 && !pause(ctx, wait, nil) {
-			return ctx.Err()
-		}
-		wait = r.cfg.LeaderRetry
-		held, err := r.leader.TryAcquire(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil {
-			r.noteFailure(StageLeader, err, r.Status().Failures+1)
-			log.WarnContext(ctx, "relay: leader lock unavailable", "err", err)
-			continue
-		}
-		if !held {
-			r.noteHealthy() // a standby is healthy: someone else leads
-			continue
-		}
-		r.update(func(s *RelayStatus) { s.Leader = true })
-		log.InfoContext(ctx, "relay: leading")
-		err = r.lead(ctx, log)
-		r.update(func(s *RelayStatus) { s.Leader, s.Retrying = false, "" })
-		r.leader.Release(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, ErrLeadershipLost):
-			log.WarnContext(ctx, "relay: stepped down; waiting to lead again", "err", err)
-		default:
-			return fmt.Errorf("relay %s: %w", r.cfg.Name, err)
-		}
-	}
-}
+func (r *Relay) Run(ctx context.Context) error { return r.follower.Run(ctx) }
 
-// lead follows the log from the saved checkpoint while the lock holds. It
-// returns an error wrapping ErrLeadershipLost when the lock is lost, the
-// last error once MaxFailures outages came in a row, or ctx's error.
-func (r *Relay) lead(ctx context.Context, log *slog.Logger) error {
-	var (
-		after     eventstore.Position
-		loaded    bool
-		poll      = r.cfg.PollMin
-		backoff   = r.cfg.FailureBackoff
-		failures  int
-		lastCheck = time.Now() // the lock was just taken
-		lastPing  time.Time    // zero: ping when first idle
-		pinger, _ = r.cfg.Publisher.(Pinger)
-		// unsaved is how far the relay got past its saved checkpoint (nil:
-		// nowhere), with the recovered events to clear once it is saved.
-		unsaved   eventstore.Position
-		recovered []string
-		lastSave  = r.cfg.Clock.Now()
-		due       = func() bool { return r.cfg.Clock.Now().Sub(lastSave) >= r.cfg.CheckpointInterval }
-	)
-	// save writes the checkpoint at unsaved; on failure the relay reads
-	// again from the saved one (publishing what followed it again).
-	save := func() error {
-		if unsaved == nil {
-			return nil
-		}
-		text := unsaved.String()
-		if err := r.cfg.Checkpoints.Save(ctx, r.cfg.Name, text); err != nil {
-			unsaved, recovered, loaded = nil, nil, false
-			return fmt.Errorf("save checkpoint: %w", err)
-		}
-		r.update(func(s *RelayStatus) { s.Position = text })
-		r.clearRecovered(ctx, recovered, log)
-		unsaved, recovered, lastSave = nil, nil, r.cfg.Clock.Now()
-		return nil
-	}
-	// outage records a failure and pauses; it returns an error when Run must
-	// stop (MaxFailures reached, or ctx ended).
-	outage := func(stage string, err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		failures++
-		r.noteFailure(stage, err, failures)
-		if r.cfg.MaxFailures > 0 && failures >= r.cfg.MaxFailures {
-			return fmt.Errorf("%d consecutive failures: %s: %w", failures, stage, err)
-		}
-		log.WarnContext(ctx, "relay: outage; retrying", "stage", stage, "err", err, "failures", failures, "backoff", backoff)
-		if !pause(ctx, backoff, nil) {
-			return ctx.Err()
-		}
-		backoff = min(backoff*2, 30*r.cfg.FailureBackoff)
-		return nil
-	}
-	healthy := func() {
-		if failures > 0 {
-			log.InfoContext(ctx, "relay: recovered", "after_failures", failures)
-		}
-		failures, backoff = 0, r.cfg.FailureBackoff
-		r.noteHealthy()
-	}
-	r.loadPending(ctx, log)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if time.Since(lastCheck) >= r.cfg.LeaderCheck {
-			if err := r.leader.Check(ctx); err != nil {
-				return err
-			}
-			lastCheck = time.Now()
-		}
-		if !loaded {
-			pos, text, err := r.loadCheckpoint(ctx)
-			if err != nil {
-				if err := outage(StageCheckpoint, err); err != nil {
-					return err
-				}
-				continue
-			}
-			after, loaded = pos, true
-			r.update(func(s *RelayStatus) { s.Position = text })
-		}
-		batch, err := r.cfg.Store.ReadAll(ctx, after, r.cfg.BatchSize)
-		if err != nil {
-			if err := outage(StageRead, err); err != nil {
-				return err
-			}
-			continue
-		}
-		if len(batch) == 0 {
-			if err := save(); err != nil { // idle: save before pausing
-				if err := outage(StageCheckpoint, err); err != nil {
-					return err
-				}
-				continue
-			}
-			if pinger != nil && time.Since(lastPing) >= r.cfg.PingInterval {
-				if err := pinger.Ping(ctx); err != nil {
-					if err := outage(StagePublish, fmt.Errorf("transport unreachable: %w", err)); err != nil {
-						return err
-					}
-					continue
-				}
-				lastPing = time.Now()
-			}
-			healthy()
-			if !pause(ctx, poll, r.cfg.Wake) {
-				return ctx.Err()
-			}
-			poll = min(poll*2, r.cfg.PollMax)
-			continue
-		}
-		res := r.relayBatch(ctx, after, batch, log)
-		switch {
-		case res.err == nil:
-		case errors.Is(res.err, ErrLeadershipLost):
-			return res.err
-		default:
-			// Read again from what was saved.
-			unsaved, recovered = nil, nil
-			if err := outage(res.stage, res.err); err != nil {
-				return err
-			}
-			loaded = false
-			continue
-		}
-		if res.moved {
-			unsaved, recovered = res.next, append(recovered, res.recovered...)
-		}
-		if res.retryIn > 0 || due() {
-			if err := save(); err != nil {
-				if err := outage(StageCheckpoint, err); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		lastCheck = time.Now() // relayBatch checked before publishing
-		if res.published {
-			lastPing = lastCheck // publishing answers what a ping asks
-		}
-		after = res.next
-		healthy()
-		poll = r.cfg.PollMin
-		if len(batch) < r.cfg.BatchSize && res.retryIn == 0 {
-			// Caught up: what comes next is a few events at a time; let
-			// them gather for PollMin rather than read each on its own.
-			if !pause(ctx, r.cfg.PollMin, r.cfg.Wake) {
-				return ctx.Err()
-			}
-		}
-		if res.retryIn > 0 {
-			// An event failed and waits for its retry: the log waits behind
-			// it, for at most Policy.MaxBackoff.
-			if !pause(ctx, res.retryIn, nil) {
-				return ctx.Err()
-			}
-		}
-	}
-}
-
-func (r *Relay) loadCheckpoint(ctx context.Context) (eventstore.Position, string, error) {
+// Lag measures how far the relay's saved checkpoint trails the log: the
+// events after it (at most follow.DefaultLagMaxEvents) and the age of the
+// first, on the ledger's clock (the relay's Clock against the events'
+// recorded_at). It reads the shared checkpoint, so a standby reports the
+// leader's lag. Each call reads the checkpoint and, unless the store shows
+// the relay caught up, up to that many events.
+func (r *Relay) Lag(ctx context.Context) (RelayLag, error) {
 	text, err := r.cfg.Checkpoints.Load(ctx, r.cfg.Name)
 	if err != nil {
-		return nil, "", fmt.Errorf("load checkpoint: %w", err)
+		return RelayLag{}, fmt.Errorf("relay %s lag: %w", r.cfg.Name, err)
 	}
-	if text == "" {
-		return nil, "", nil
+	var after eventstore.Position
+	if text != "" {
+		if after, err = r.cfg.Store.ParsePosition(text); err != nil {
+			return RelayLag{}, fmt.Errorf("relay %s lag: checkpoint: %w", r.cfg.Name, err)
+		}
 	}
-	pos, err := r.cfg.Store.ParsePosition(text)
+	lag, err := follow.MeasureLag(ctx, r.cfg.Store, after, follow.LagOptions{Now: r.cfg.Clock.Now(), EventTime: codec.LedgerTime})
 	if err != nil {
-		return nil, "", fmt.Errorf("checkpoint %s: %w", r.cfg.Name, err)
+		return RelayLag{}, fmt.Errorf("relay %s %w", r.cfg.Name, err)
 	}
-	return pos, text, nil
-}
-
-// pendingListBound bounds the failing events a relay looks up when it starts
-// leading. A relay stops at its one failing event, so there is at most one
-// per relay in the normal course; the bound only keeps a damaged table from
-// costing more.
-const pendingListBound = 100
-
-// loadPending learns which of this relay's events have a recorded failure
-// and are not set aside (a relay that failed on them before a restart), so
-// that they are cleared once they relay. Best effort: if the store cannot
-// answer, such an entry stays listed as retrying until it fails again.
-func (r *Relay) loadPending(ctx context.Context, log *slog.Logger) {
-	r.pending = map[string]bool{}
-	items, err := r.cfg.SetAside.List(ctx, setaside.Query{Role: setaside.RoleRelay, Limit: pendingListBound})
-	if err != nil {
-		log.WarnContext(ctx, "relay: cannot list failing events", "err", err)
-		return
-	}
-	for _, it := range items {
-		if !it.SetAside && strings.HasPrefix(it.Item, r.cfg.Name+":") {
-			r.pending[it.Item] = true
-		}
-	}
-}
-
-// batchResult is what relayBatch did.
-type batchResult struct {
-	next      eventstore.Position // where the relay got: the checkpoint to save
-	moved     bool                // next is past the position the batch was read after
-	recovered []string            // events whose recorded failures to clear once next is saved
-	retryIn   time.Duration       // > 0: stopped at a failing event; retry it after this
-	published bool                // messages went out
-	stage     string              // of err
-	err       error               // an outage: read again from the saved checkpoint
-}
-
-// relayBatch maps batch (read after after) to messages and publishes them;
-// the caller saves the checkpoint (see CheckpointInterval). An event
-// Select refuses is recorded as failed: once set aside it is skipped (the
-// checkpoint moves past it); before that the batch stops at it, what
-// precedes it is published, and retryIn says when to read it again.
-func (r *Relay) relayBatch(ctx context.Context, after eventstore.Position, batch []eventstore.RecordedEvent, log *slog.Logger) batchResult {
-	var (
-		out     []Outbound
-		last    = after
-		lastIdx = -1
-		passed  []string
-		retryIn time.Duration
-		failing string
-	)
-	for i, rec := range batch {
-		item := r.itemName(rec)
-		msgs, err := r.cfg.Select(rec)
-		if err != nil {
-			it, ferr := r.failed(ctx, rec, item, err)
-			if ferr != nil {
-				return batchResult{next: after, stage: StageSetAside, err: ferr}
-			}
-			if it.SetAside {
-				delete(r.pending, item)
-				r.update(func(s *RelayStatus) { s.SetAside++ })
-				log.ErrorContext(ctx, "relay: event set aside; moving past it", "event_id", rec.ID, "stream", rec.StreamID,
-					"version", rec.Version, "position", rec.Position.String(), "attempts", it.Attempts, "err", err)
-				last, lastIdx = rec.Position, i
-				continue
-			}
-			r.pending[item] = true
-			failing = item
-			retryIn = min(max(it.RetryAt.Sub(r.cfg.Clock.Now()), time.Millisecond), r.cfg.Policy.MaxBackoff)
-			log.WarnContext(ctx, "relay: cannot turn an event into a message; retrying it", "event_id", rec.ID, "stream", rec.StreamID,
-				"attempts", it.Attempts, "max_attempts", r.cfg.Policy.MaxAttempts, "retry_in", retryIn, "err", err)
-			break
-		}
-		if r.pending[item] {
-			passed = append(passed, item)
-		}
-		out = append(out, msgs...)
-		last, lastIdx = rec.Position, i
-	}
-	r.update(func(s *RelayStatus) { s.Retrying = failing })
-	if lastIdx < 0 {
-		return batchResult{next: after, retryIn: retryIn} // the first event failed: nothing to save
-	}
-	if len(out) > 0 {
-		if err := r.leader.Check(ctx); err != nil {
-			return batchResult{next: after, err: err}
-		}
-		if err := r.cfg.Publisher.Publish(ctx, out); err != nil {
-			return batchResult{next: after, stage: StagePublish, err: fmt.Errorf("publish %d messages: %w", len(out), err)}
-		}
-		r.published.Add(int64(len(out)))
-		now := r.cfg.Clock.Now()
-		r.update(func(s *RelayStatus) { s.LastPublishedAt = now })
-	}
-	return batchResult{next: last, moved: true, recovered: passed, retryIn: retryIn, published: len(out) > 0}
-}
-
-// clearRecovered clears the recorded failures of events that relayed after
-// all, once the checkpoint past them is saved.
-func (r *Relay) clearRecovered(ctx context.Context, items []string, log *slog.Logger) {
-	for _, item := range items {
-		if err := r.cfg.SetAside.Clear(ctx, setaside.RoleRelay, item); err != nil {
-			log.WarnContext(ctx, "relay: cannot clear a recovered event's failures", "item", item, "err", err)
-			continue // it stays listed as retrying; harmless
-		}
-		delete(r.pending, item)
-	}
-}
-
-// failed records a failed Select of rec.
-func (r *Relay) failed(ctx context.Context, rec eventstore.RecordedEvent, item string, cause error) (setaside.Item, error) {
-	op, _ := domain.OperationIDFromStream(rec.StreamID)
-	it, err := r.cfg.SetAside.Fail(ctx, setaside.Failure{
-		Role: setaside.RoleRelay, Item: item, OperationID: op, Reason: ReasonRelaySelectFailed,
-		Detail: fmt.Sprintf("%s@%d (%s, %s): %v", rec.StreamID, rec.Version, rec.Type, rec.Position, cause),
-		At:     r.cfg.Clock.Now(),
-	}, r.cfg.Policy)
-	if err != nil {
-		return setaside.Item{}, fmt.Errorf("record failed event %s: %w", rec.ID, err)
-	}
-	return it, nil
-}
-
-// pause waits d, or less if ctx ends (it then reports false) or wake fires.
-func pause(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-wake:
-		return true
-	case <-t.C:
-		return true
-	}
+	return RelayLag{Position: text, Events: lag.Events, Capped: lag.Capped, Behind: lag.Behind}, nil
 }

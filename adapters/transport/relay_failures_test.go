@@ -16,6 +16,7 @@ import (
 	"opledger/domain/ledger"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
+	"opledger/eventstore/follow/followtest"
 	"opledger/eventstore/memory"
 )
 
@@ -218,8 +219,8 @@ func TestRelayLag(t *testing.T) {
 func TestRelayPublishesOnlyWhileLeading(t *testing.T) {
 	t.Parallel()
 	w := newRelayWorld(t)
-	lock := &sharedLock{}
-	mine := lock.handle()
+	lock := &followtest.Lock{}
+	mine := lock.Handle()
 	r := w.relay(func(c *transport.RelayConfig) {
 		c.Leader = mine
 		c.LeaderRetry, c.LeaderCheck = time.Millisecond, time.Millisecond
@@ -227,8 +228,8 @@ func TestRelayPublishesOnlyWhileLeading(t *testing.T) {
 	w.run(r)
 	waitUntil(t, "leading", func() bool { return r.Status().Leader })
 
-	other := lock.handle()
-	lock.steal(other) // the relay's session "died"; another took the lock
+	other := lock.Handle()
+	lock.Steal(other) // the relay's session "died"; another took the lock
 	approve(t, w.ledger, "OP-1")
 	waitUntil(t, "stepped down", func() bool { return !r.Status().Leader })
 	require.Empty(t, w.pub.messages(), "a relay that lost its lock does not publish")
@@ -258,47 +259,4 @@ func (f *flakyPublisher) heal() {
 	f.mu.Lock()
 	f.err = nil
 	f.mu.Unlock()
-}
-
-// sharedLock is an in-process stand-in for a lock server: one holder at a
-// time.
-type sharedLock struct {
-	mu     sync.Mutex
-	holder *lockHandle
-}
-
-type lockHandle struct{ l *sharedLock }
-
-func (l *sharedLock) handle() *lockHandle { return &lockHandle{l: l} }
-
-func (l *sharedLock) steal(h *lockHandle) {
-	l.mu.Lock()
-	l.holder = h
-	l.mu.Unlock()
-}
-
-func (h *lockHandle) TryAcquire(context.Context) (bool, error) {
-	h.l.mu.Lock()
-	defer h.l.mu.Unlock()
-	if h.l.holder == nil {
-		h.l.holder = h
-	}
-	return h.l.holder == h, nil
-}
-
-func (h *lockHandle) Check(context.Context) error {
-	h.l.mu.Lock()
-	defer h.l.mu.Unlock()
-	if h.l.holder != h {
-		return transport.ErrLeadershipLost
-	}
-	return nil
-}
-
-func (h *lockHandle) Release(context.Context) {
-	h.l.mu.Lock()
-	defer h.l.mu.Unlock()
-	if h.l.holder == h {
-		h.l.holder = nil
-	}
 }

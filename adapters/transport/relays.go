@@ -8,6 +8,7 @@ import (
 	"opledger/domain/clock"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
+	"opledger/eventstore/follow"
 )
 
 // RelaysConfig configures StandardRelays. Store, Checkpoints and Publisher
@@ -19,9 +20,9 @@ type RelaysConfig struct {
 	// SetAside keeps events a relay could not turn into messages (default:
 	// one in-memory store for both relays).
 	SetAside setaside.Store
-	// Leader returns the lock relay name publishes under (pgqueue.Leader on
-	// PostgreSQL); nil when every relay always leads (one instance only).
-	Leader func(name string) (Leadership, error)
+	// Leader returns the lock relay name publishes under (pgqueue.NewLeader
+	// on PostgreSQL); nil when every relay always leads (one instance only).
+	Leader func(name string) (follow.Leadership, error)
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
@@ -53,7 +54,7 @@ func StandardRelays(cfg RelaysConfig) ([]*Relay, error) {
 		{RelayRefundRequests, SelectRefundRequests},
 		{RelaySecuritySignals, SelectSecuritySignals},
 	} {
-		var lead Leadership
+		var lead follow.Leadership
 		if cfg.Leader != nil {
 			l, err := cfg.Leader(c.name)
 			if err != nil {

@@ -107,6 +107,16 @@ func tail(s string, n int) string {
 
 func newSystem(t *testing.T) *system {
 	t.Helper()
+	// The reconciler is off: it would (rightly) resend a lapsed execution's
+	// request under its key, and these tests count requests from workers.
+	// The reconciler is proven by the scenario tests in cmd/opledger/harness.
+	return newSystemWith(t, "--disable", "reconciler")
+}
+
+// newSystemWith starts serve with serveArgs after the ones every system
+// has (--test-clock, its own address, a sweep every 100ms).
+func newSystemWith(t *testing.T, serveArgs ...string) *system {
+	t.Helper()
 	url, schema := pgtest.Schema(t)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
@@ -128,10 +138,7 @@ func newSystem(t *testing.T) *system {
 	out, err = migrate.CombinedOutput()
 	require.NoError(t, err, string(out))
 	start(t, "provider-sim", s.env, "provider-sim", "--listen", s.sim)
-	// The reconciler is off: it would (rightly) resend a lapsed execution's
-	// request under its key, and these tests count requests from workers.
-	// The reconciler is proven by the scenario tests in cmd/opledger/harness.
-	s.serve = start(t, "serve", s.env, "serve", "--test-clock", "--listen", s.api, "--sweep-interval", "100ms", "--disable", "reconciler")
+	s.serve = start(t, "serve", s.env, append([]string{"serve", "--test-clock", "--listen", s.api, "--sweep-interval", "100ms"}, serveArgs...)...)
 	s.waitReady()
 	return s
 }

@@ -44,3 +44,31 @@ func TestDomainImportsNoDriver(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, found)
 }
+
+// The Go client (client/) is a public package for other teams' workers: it
+// imports the standard library only, so that it pins its users to nothing
+// of opledger's internals (the wire is its contract); its example imports
+// the client and the standard library.
+func TestClientImportsOnlyTheStandardLibrary(t *testing.T) {
+	t.Parallel()
+	var found []string
+	err := filepath.WalkDir("../../client", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			first, _, _ := strings.Cut(p, "/")
+			if strings.Contains(first, ".") || (first == "opledger" && p != "opledger/client") {
+				found = append(found, path+" imports "+p)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, found)
+}

@@ -163,11 +163,6 @@ func ordinal(pos eventstore.Position) (int64, bool) {
 	return 0, false
 }
 
-// headOf is implemented by stores that know the log's end (postgres.Store).
-type headOf interface {
-	Head(ctx context.Context) (eventstore.Position, error)
-}
-
 // withProgress wraps store so that every ReadAll counts its events on p,
 // and sets p's end to the log's head (or to, when given). With a nil p it
 // returns store itself. The wrapper keeps the optional interfaces store has
@@ -178,7 +173,7 @@ func withProgress(ctx context.Context, store eventstore.Store, p *progress, to e
 		return store
 	}
 	end := to
-	h, hasHead := store.(headOf)
+	h, hasHead := store.(eventstore.Header)
 	if end == nil && hasHead {
 		if head, err := h.Head(ctx); err == nil {
 			end = head
@@ -195,13 +190,13 @@ func withProgress(ctx context.Context, store eventstore.Store, p *progress, to e
 	case hasHead && hasHeads:
 		return struct {
 			*countingStore
-			headOf
+			eventstore.Header
 			eventstore.HeadReader
 		}{counted, h, hr}
 	case hasHead:
 		return struct {
 			*countingStore
-			headOf
+			eventstore.Header
 		}{counted, h}
 	case hasHeads:
 		return struct {

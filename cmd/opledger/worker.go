@@ -17,6 +17,7 @@ import (
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/worker"
+	"opledger/eventstore/follow"
 )
 
 func init() {
@@ -174,8 +175,8 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 
 // relayLeader gives each relay its PostgreSQL leader lock, so that serve
 // instances (and workers run with --relay) publish each message once.
-func relayLeader(pool *pgxpool.Pool, schema string) func(string) (transport.Leadership, error) {
-	return func(name string) (transport.Leadership, error) { return pgqueue.NewLeader(pool, schema, name) }
+func relayLeader(pool *pgxpool.Pool, schema string) func(string) (follow.Leadership, error) {
+	return func(name string) (follow.Leadership, error) { return pgqueue.NewLeader(pool, schema, name) }
 }
 
 func transportName(brokers []string) string {

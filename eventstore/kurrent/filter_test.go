@@ -49,7 +49,7 @@ func TestGlobalLogHoldsOnlyTheStoresStreams(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, page, "foreign events after the last of ours are not returned")
 
-	sub := subscribe(t, s, nil, eventstore.SubscribeOptions{BatchSize: 2})
+	sub := subscribe(t, s, nil, kurrent.SubscribeOptions{BatchSize: 2})
 	require.Equal(t, want, recordedIDs(sub.receive(t, len(want))))
 	foreign()
 	live := newEvents(1)

@@ -12,12 +12,31 @@ import (
 	"opledger/eventstore"
 )
 
-// Defaults for SubscribeOptions, the same as eventstore.Subscribe's.
+// Defaults for SubscribeOptions.
 const (
 	defaultBatchSize  = 500
 	defaultMinBackoff = 10 * time.Millisecond
 	defaultMaxBackoff = time.Second
 )
+
+// SubscribeOptions tunes Subscribe. Zero values take defaults.
+type SubscribeOptions struct {
+	// BatchSize bounds the events handed over at once (default 500).
+	BatchSize int
+	// MinBackoff is the first pause after the subscription dropped (default
+	// 10ms); it doubles on each further drop up to MaxBackoff (default 1s).
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// MaxUnavailable bounds consecutive failures before Subscribe gives up
+	// and returns the error (default 0: resubscribe for as long as ctx
+	// lives).
+	MaxUnavailable int
+}
+
+// Handler receives a batch of events in global order. Returning an error
+// stops the subscription with that error; the batch is then not considered
+// handled.
+type Handler func(ctx context.Context, events []eventstore.RecordedEvent) error
 
 // handlerError carries a Handler's failure out of follow, so that Subscribe
 // returns it as it is and does not resubscribe.
@@ -29,9 +48,8 @@ func (e handlerError) Unwrap() error { return e.err }
 // Subscribe follows the global log with a server-side catch-up
 // subscription to $all, filtered by the server to the store's streams, and
 // hands the events after `after` to handle in order, in batches of at most
-// opts.BatchSize, as they come: eventstore.Subscribe's contract, pushed by
-// the server instead of polled (opts.Wake is not needed and ignored). It
-// returns ctx.Err() when ctx ends and handle's error, as it is, when handle
+// opts.BatchSize, as they come: pushed by the server instead of polled (the
+// roles poll with follow.Follower, over any store). It returns ctx.Err() when ctx ends and handle's error, as it is, when handle
 // fails; the caller persists the position of the last event it handled.
 //
 // A dropped subscription (server gone, connection cut, client retired) is
@@ -40,7 +58,7 @@ func (e handlerError) Unwrap() error { return e.err }
 // opts.MaxUnavailable > 0, that many consecutive failures end Subscribe with
 // an error wrapping eventstore.ErrUnavailable; other errors (a closed store,
 // access denied) end it at once.
-func (s *Store) Subscribe(ctx context.Context, after eventstore.Position, opts eventstore.SubscribeOptions, handle eventstore.Handler) error {
+func (s *Store) Subscribe(ctx context.Context, after eventstore.Position, opts SubscribeOptions, handle Handler) error {
 	if _, err := subscribeFrom(after); err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
@@ -87,7 +105,7 @@ func (s *Store) Subscribe(ctx context.Context, after eventstore.Position, opts e
 // handle fails, advancing *after past every batch handled. Starting the
 // subscription is bounded by CallTimeout; the client stays counted in
 // flight until the subscription's receiving goroutine has ended.
-func (s *Store) follow(ctx context.Context, after *eventstore.Position, batchSize int, handle eventstore.Handler) (progressed bool, err error) {
+func (s *Store) follow(ctx context.Context, after *eventstore.Position, batchSize int, handle Handler) (progressed bool, err error) {
 	const op = "subscribe"
 	from, err := subscribeFrom(*after)
 	if err != nil {

@@ -28,7 +28,7 @@ type subscription struct {
 	cancel context.CancelFunc
 }
 
-func subscribe(t *testing.T, s *kurrent.Store, after eventstore.Position, opts eventstore.SubscribeOptions) *subscription {
+func subscribe(t *testing.T, s *kurrent.Store, after eventstore.Position, opts kurrent.SubscribeOptions) *subscription {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	sub := &subscription{events: make(chan eventstore.RecordedEvent), done: make(chan error, 1), cancel: cancel}
@@ -98,7 +98,7 @@ func TestSubscribeCatchesUpAndFollows(t *testing.T) {
 		existing := newEvents(5)
 		next := mustAppend(t, s, stream, eventstore.Exact(0), existing)
 
-		sub := subscribe(t, s, all[0].Position, eventstore.SubscribeOptions{BatchSize: 2})
+		sub := subscribe(t, s, all[0].Position, kurrent.SubscribeOptions{BatchSize: 2})
 		got := sub.receive(t, len(existing))
 		require.Equal(t, ids(existing), recordedIDs(got), "what was there after the position")
 
@@ -124,7 +124,7 @@ func TestSubscribeHandlerErrorEndsIt(t *testing.T) {
 	mustAppend(t, s, "operation-OP-1", eventstore.NoStream(), newEvents(2))
 	refused := errors.New("projection refused the batch")
 	calls := 0
-	err := s.Subscribe(t.Context(), nil, eventstore.SubscribeOptions{}, func(context.Context, []eventstore.RecordedEvent) error {
+	err := s.Subscribe(t.Context(), nil, kurrent.SubscribeOptions{}, func(context.Context, []eventstore.RecordedEvent) error {
 		calls++
 		return refused
 	})
@@ -142,7 +142,7 @@ func TestSubscribeResumesAfterOutage(t *testing.T) {
 	stream := "operation-OP-" + uuid.NewString()[:8]
 	first := newEvents(2)
 	next := mustAppend(t, s, stream, eventstore.NoStream(), first)
-	sub := subscribe(t, s, nil, eventstore.SubscribeOptions{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	sub := subscribe(t, s, nil, kurrent.SubscribeOptions{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})
 	require.Equal(t, ids(first), recordedIDs(sub.receive(t, len(first))))
 
 	srv.Refuse() // cuts the subscription's connection
@@ -172,13 +172,13 @@ func TestSubscribeGivesUpAfterMaxUnavailable(t *testing.T) {
 	srv := kurrenttest.Start(t)
 	s := openStore(t, kurrent.Config{URL: srv.URL(), CallTimeout: outageCallTimeout, ConnectTimeout: outageConnectTimeout})
 	srv.Refuse()
-	err := s.Subscribe(t.Context(), nil, eventstore.SubscribeOptions{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxUnavailable: 3},
+	err := s.Subscribe(t.Context(), nil, kurrent.SubscribeOptions{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxUnavailable: 3},
 		func(context.Context, []eventstore.RecordedEvent) error { return nil })
 	require.ErrorIs(t, err, eventstore.ErrUnavailable)
 	require.ErrorContains(t, err, "3 consecutive failures")
 
 	_, err = s.ReadAll(t.Context(), foreignPosition{}, 1)
 	require.ErrorIs(t, err, eventstore.ErrInvalidPosition)
-	err = s.Subscribe(t.Context(), foreignPosition{}, eventstore.SubscribeOptions{}, nil)
+	err = s.Subscribe(t.Context(), foreignPosition{}, kurrent.SubscribeOptions{}, nil)
 	require.ErrorIs(t, err, eventstore.ErrInvalidPosition, "another backend's position")
 }

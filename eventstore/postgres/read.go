@@ -56,7 +56,7 @@ func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit in
 
 // Head returns the position of the last event ReadAll can return now: the
 // log's committed end as readers see it, for lag metrics. It is the zero
-// Position when no event is visible yet. Not part of the eventstore port.
+// Position when no event is visible yet. It implements eventstore.Header.
 func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
 	var p Position
 	err := s.pool.QueryRow(ctx, s.sql.head).Scan(&p.TransactionID, &p.GlobalPosition)

@@ -9,11 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/eventstore"
+	"opledger/eventstore/follow"
 )
 
-// subscribeCatchUp: Subscribe hands over the events already in the log, then
-// the ones appended while it follows, in order, and stops with its context.
-func (s suite) subscribeCatchUp(t *testing.T) {
+// followCatchUp: a follow.Follower hands over the events already in the
+// log, then the ones appended while it follows, in order, and stops with
+// its context.
+func (s suite) followCatchUp(t *testing.T) {
 	ctx, store := testContext(t), s.newStore(t)
 	existing := newEvents(5, 0)
 	mustAppend(ctx, t, store, newStream("sub"), eventstore.NoStream(), existing)
@@ -22,9 +24,8 @@ func (s suite) subscribeCatchUp(t *testing.T) {
 	defer cancel()
 	received := make(chan eventstore.RecordedEvent)
 	done := make(chan error, 1)
-	go func() {
-		opts := eventstore.SubscribeOptions{BatchSize: 2, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}
-		done <- eventstore.Subscribe(subCtx, store, nil, opts, func(ctx context.Context, batch []eventstore.RecordedEvent) error {
+	f, err := follow.New(follow.Config[struct{}]{Name: "storetest", Store: store, BatchSize: 2, PollMin: time.Millisecond, PollMax: 20 * time.Millisecond,
+		Handler: handlerFunc(func(ctx context.Context, batch []eventstore.RecordedEvent) error {
 			if len(batch) > 2 {
 				return fmt.Errorf("batch of %d events, BatchSize is 2", len(batch))
 			}
@@ -36,8 +37,9 @@ func (s suite) subscribeCatchUp(t *testing.T) {
 				}
 			}
 			return nil
-		})
-	}()
+		})})
+	require.NoError(t, err)
+	go func() { done <- f.Run(subCtx) }()
 	receive := func(n int) []eventstore.RecordedEvent {
 		t.Helper()
 		var out []eventstore.RecordedEvent
@@ -48,9 +50,9 @@ func (s suite) subscribeCatchUp(t *testing.T) {
 			case e := <-received:
 				out = append(out, e)
 			case err := <-done:
-				t.Fatalf("subscription ended early: %v", err)
+				t.Fatalf("the follower ended early: %v", err)
 			case <-timeout.C:
-				t.Fatalf("subscription delivered %d of %d events within %s", len(out), n, visibleBound)
+				t.Fatalf("the follower delivered %d of %d events within %s", len(out), n, visibleBound)
 			}
 		}
 		return out
@@ -72,7 +74,7 @@ func (s suite) subscribeCatchUp(t *testing.T) {
 	case err := <-done:
 		require.ErrorIs(t, err, context.Canceled)
 	case <-time.After(visibleBound):
-		t.Fatalf("Subscribe did not return within %s of its context ending", visibleBound)
+		t.Fatalf("the follower did not return within %s of its context ending", visibleBound)
 	}
 }
 
@@ -95,8 +97,8 @@ func (s suite) contextCancelled(t *testing.T) {
 }
 
 // unavailable: when the store goes away, every call reports
-// ErrUnavailable within a bound, never hangs, and a subscription with
-// MaxUnavailable gives up with that error.
+// ErrUnavailable within a bound, never hangs, and a follower with
+// MaxFailures gives up with that error.
 func (s suite) unavailable(t *testing.T) {
 	if len(s.cfg.outages) == 0 {
 		t.Skip("backend provides no outage (WithOutage)")
@@ -131,11 +133,14 @@ func (s suite) unavailable(t *testing.T) {
 				_, err := store.ReadAll(ctx, nil, 10)
 				return err
 			})
-			requireUnavailable(t, "subscribe", func(ctx context.Context) error {
-				opts := eventstore.SubscribeOptions{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, MaxUnavailable: 3}
-				return eventstore.Subscribe(ctx, store, nil, opts, func(context.Context, []eventstore.RecordedEvent) error {
-					return nil
-				})
+			requireUnavailable(t, "follow", func(ctx context.Context) error {
+				f, err := follow.New(follow.Config[struct{}]{Name: "storetest", Store: store, MaxFailures: 3,
+					FailureBackoff: time.Millisecond, MaxFailureBackoff: 10 * time.Millisecond,
+					Handler: handlerFunc(func(context.Context, []eventstore.RecordedEvent) error { return nil })})
+				if err != nil {
+					return err
+				}
+				return f.Run(ctx)
 			})
 		})
 	}
@@ -159,4 +164,17 @@ func requireUnavailable(t *testing.T, name string, call func(ctx context.Context
 	case <-timeout.C:
 		t.Fatalf("%s did not return within %s after the store went away", name, unavailableBound)
 	}
+}
+
+// handlerFunc is a follow.Handler over a function of each batch, from the
+// start of the log, that saves nothing.
+type handlerFunc func(ctx context.Context, batch []eventstore.RecordedEvent) error
+
+func (handlerFunc) Resume(context.Context) (eventstore.Position, error) { return nil, nil }
+func (handlerFunc) Idle(context.Context) error                          { return nil }
+func (h handlerFunc) Handle(ctx context.Context, b follow.Batch[struct{}]) (eventstore.Position, error) {
+	if err := h(ctx, b.Events); err != nil {
+		return nil, err
+	}
+	return b.Events[len(b.Events)-1].Position, nil
 }

@@ -121,7 +121,7 @@ func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store, opts ...Opt
 		{"Chain/Links", s.chainLinks},
 		{"Chain/Retry", s.chainRetry},
 		{"Chain/Canonical", s.chainCanonical},
-		{"Subscribe/CatchUp", s.subscribeCatchUp},
+		{"Follow/CatchUp", s.followCatchUp},
 		{"Context/Cancelled", s.contextCancelled},
 		{"Unavailable", s.unavailable},
 	}
