@@ -75,9 +75,13 @@ func OperationOfStream(stream string) (op OperationID, evidence, ok bool) {
 // changes no state a decision depends on, and belongs in an evidence stream
 // (operation streams written before evidence streams existed hold the first
 // three too).
-func IsEvidence(e Event) bool {
-	switch e.(type) {
-	case PresentationRejected, DeliveryDuplicated, WriteRefused, RefusalsSummarized:
+func IsEvidence(e Event) bool { return e != nil && IsEvidenceType(e.EventType()) }
+
+// IsEvidenceType is IsEvidence by event type: the one list of evidence
+// types (the console collapses runs of them into counted groups by it).
+func IsEvidenceType(t string) bool {
+	switch t {
+	case TypePresentationRejected, TypeDeliveryDuplicated, TypeWriteRefused, TypeRefusalsSummarized:
 		return true
 	}
 	return false

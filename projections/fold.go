@@ -179,6 +179,7 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 	case domain.Decided:
 		o.DecisionID, o.Verdict, o.Attempt, o.UpdatedAt = string(ev.DecisionID), string(ev.Verdict), int32(ev.Attempt), ev.DecidedAt
 		o.UsesLeft = 0 // a new decision supersedes the uses of the one before
+		m.supersede(d, ev.DecisionID)
 	case domain.CapabilityIssued:
 		if m.caps[string(ev.CapabilityID)] != nil {
 			return corrupt(d, "capability %s issued twice", ev.CapabilityID)
@@ -216,6 +217,22 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 		return m.foldExecutionEvent(d, o)
 	}
 	return nil
+}
+
+// capSuperseded is the state of a capability whose decision a later one
+// superseded: the ledger refuses it (capability.superseded), so it has no
+// use left. The events never name it; the read models derive it.
+const capSuperseded = "Superseded"
+
+// supersede marks every Issued capability of d's operation under another
+// decision than decision Superseded (the operation's rows are all loaded).
+func (m *batchModel) supersede(d decodedEvent, decision domain.DecisionID) {
+	for _, c := range m.caps {
+		if c.OperationID == d.op && c.State == string(domain.CapIssued) && c.DecisionID != string(decision) {
+			c.State, c.UsesLeft, c.LastEventSeq = capSuperseded, 0, d.seq
+			touch(&c.change)
+		}
+	}
 }
 
 func (m *batchModel) foldClaimed(d decodedEvent, o *operationRow, ev domain.Claimed) error {

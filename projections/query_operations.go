@@ -209,7 +209,8 @@ ORDER BY e.attempt, e.started_at, e.id LIMIT $2`), op, MaxExecutionsListed)
 }
 
 // Capability is one row of the capabilities table. State is what events
-// made it (Issued, Consumed, Revoked); StateAt tells Expired apart.
+// made it (Issued, Consumed, Revoked, Superseded); StateAt tells Expired
+// apart.
 type Capability struct {
 	ID                  string
 	OperationID         string
@@ -294,6 +295,31 @@ FROM %[1]s.deliveries WHERE operation_id = $1 ORDER BY first_seen_at, message_id
 		return nil, fmt.Errorf("read deliveries of %s: %w", op, err)
 	}
 	return ds, nil
+}
+
+// DeliveriesShown lists at most limit of the messages presented to
+// operation op, those that claimed first, then first seen first, and how
+// many there are in all: a page that must stay small however many messages
+// hostile callers presented.
+func (r *Reads) DeliveriesShown(ctx context.Context, op string, limit int) ([]Delivery, int64, error) {
+	limit = min(max(limit, 1), MaxExecutionsListed)
+	rows, err := r.db.Query(ctx, r.sql(`SELECT message_id, operation_id, first_seen_at, last_seen_at, times_seen, result, reason, capability_id,
+       count(*) OVER ()
+FROM %[1]s.deliveries WHERE operation_id = $1 ORDER BY result = 'Claimed' DESC, first_seen_at, message_id LIMIT $2`), op, limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read deliveries of %s: %w", op, err)
+	}
+	var total int64
+	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
+		var d Delivery
+		err := row.Scan(&d.MessageID, &d.OperationID, &d.FirstSeenAt, &d.LastSeenAt, &d.TimesSeen, &d.Result, &d.Reason, &d.CapabilityID, &total)
+		d.FirstSeenAt, d.LastSeenAt = d.FirstSeenAt.UTC(), d.LastSeenAt.UTC()
+		return d, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read deliveries of %s: %w", op, err)
+	}
+	return ds, total, nil
 }
 
 // Reconciliation is one row of the reconciliations table: how an Unknown

@@ -31,10 +31,11 @@ type tableStatements struct {
 
 const (
 	ensureCheckpointSQL = `INSERT INTO %[1]s.projection_checkpoints (name, position, events_applied, updated_at)
-VALUES ($1, NULL, 0, $2) ON CONFLICT (name) DO NOTHING`
+VALUES ($1, NULL, 0, $2) ON CONFLICT (name) DO UPDATE SET clock_offset = $2 - now()`
 	readCheckpointSQL  = `SELECT position, events_applied FROM %[1]s.projection_checkpoints WHERE name = $1`
 	lockCheckpointSQL  = readCheckpointSQL + ` FOR UPDATE`
-	writeCheckpointSQL = `UPDATE %[1]s.projection_checkpoints SET position = $2, events_applied = $3, updated_at = $4 WHERE name = $1`
+	writeCheckpointSQL = `UPDATE %[1]s.projection_checkpoints SET position = $2, events_applied = $3, updated_at = $4,
+clock_offset = $4 - now() WHERE name = $1`
 
 	// applyLockSharedSQL is taken by every batch transaction, shared; a swap
 	// takes it exclusively, so no batch is in flight while schemas are

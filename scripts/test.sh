@@ -11,6 +11,8 @@
 #   OPLEDGER_CHROMIUM  the browser for the console's tests (default: chromium on PATH,
 #                 installed with apt-get when missing and apt-get can be used)
 #   OPLEDGER_NO_BROWSER_INSTALL=1  never install one
+#   OPLEDGER_NPM_TOOLS  where npm's tools are kept between runs (default
+#                 ~/.cache/opledger/npm-tools): @redocly/cli and mermaid
 #   python3       the Python client's tests need it (installed with apt-get when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +80,42 @@ else
   trap 'cleanup; no_browser' EXIT # said again at the end, where it is seen
 fi
 
+# Two tools from npm, pinned: @redocly/cli lints docs/openapi.yaml
+# (adapters/httpapi), and Mermaid's package (its mermaid.min.js alone, by
+# npm pack, no dependencies) renders `audit replay --format mermaid` in the
+# browser (cmd/opledger). Kept in $OPLEDGER_NPM_TOOLS between runs; on a fresh
+# machine the two downloads take about 15 s (each bounded to 5 minutes).
+# Without npm their tests are skipped, loudly.
+npm_tools=${OPLEDGER_NPM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/opledger/npm-tools}
+redocly_version=2.77.0 mermaid_version=11.17.2
+if command -v npm >/dev/null 2>&1; then
+  redocly_dir=$npm_tools/redocly-$redocly_version mermaid_dir=$npm_tools/mermaid-$mermaid_version
+  if [ ! -x "$redocly_dir/node_modules/.bin/redocly" ]; then
+    echo "test.sh: installing @redocly/cli@$redocly_version with npm into $redocly_dir" >&2
+    mkdir -p "$redocly_dir"
+    timeout 300 npm install --no-audit --no-fund --loglevel=error --prefix "$redocly_dir" "@redocly/cli@$redocly_version" >&2 ||
+      echo "test.sh: npm could not install @redocly/cli" >&2
+  fi
+  if [ ! -f "$mermaid_dir/package/dist/mermaid.min.js" ]; then
+    echo "test.sh: fetching mermaid@$mermaid_version (npm pack) into $mermaid_dir" >&2
+    mkdir -p "$mermaid_dir"
+    { timeout 300 npm pack --silent --pack-destination "$mermaid_dir" "mermaid@$mermaid_version" >/dev/null &&
+      tar -xzf "$mermaid_dir/mermaid-$mermaid_version.tgz" -C "$mermaid_dir" package/dist/mermaid.min.js &&
+      rm -f "$mermaid_dir/mermaid-$mermaid_version.tgz"; } >&2 ||
+      echo "test.sh: npm could not fetch mermaid" >&2
+  fi
+  export OPLEDGER_REDOCLY=$redocly_dir/node_modules/.bin/redocly OPLEDGER_MERMAID_JS=$mermaid_dir/package/dist/mermaid.min.js
+  export OPLEDGER_REQUIRE_NPM_TOOLS=1
+else
+  no_npm() {
+    printf '%s\n' "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+    printf '%s\n' "!!! NO NPM: the OpenAPI lint (redocly) and the Mermaid rendering test are SKIPPED."
+    printf '%s\n' "!!! Install npm (apt-get install -y npm) to run them."
+    printf '%s\n' "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  } >&2
+  no_npm
+  trap 'cleanup; no_npm; [ -n "${browser:-}" ] || no_browser' EXIT
+fi
 # The Python client's tests (clients/python: unittest, standard library only)
 # run from cmd/opledger's tests against real serve and provider-sim
 # processes, and need python3 (3.9 or later): Debian's python3 is

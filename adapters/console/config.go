@@ -12,6 +12,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/domain/ledger"
 	"opledger/domain/setaside"
+	"opledger/eventstore"
 	"opledger/projections"
 )
 
@@ -59,6 +60,9 @@ type Health struct {
 	Roles func(ctx context.Context) []httpapi.RoleStatus
 	// Relays reports each relay's status and lag.
 	Relays func(ctx context.Context) []RelayState
+	// Replication reports the event store's replication as last checked,
+	// as /readyz does (no I/O).
+	Replication func() httpapi.Replication
 }
 
 // Config configures a Console. Zero values take defaults.
@@ -69,6 +73,9 @@ type Config struct {
 	// operations' streams; its clock is the ledger's time the pages show.
 	// Required.
 	Ledger *ledger.Handler
+	// Events reads the operations' streams for their pages (default:
+	// Ledger.Store()).
+	Events eventstore.Store
 	// Tokens authenticates the token pasted at sign-in, and again on every
 	// request. Required.
 	Tokens Authenticator

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"opledger/adapters/httpapi"
+	"opledger/eventstore"
 )
 
 // Console is the auditors' and operators' web console: an http.Handler for
@@ -19,6 +20,10 @@ type Console struct {
 	seal  *sealer
 	mux   *http.ServeMux
 	pages *templates
+	// events reads the operations' streams; timelines remembers what the
+	// operation pages read of them.
+	events    eventstore.Store
+	timelines *timelines
 }
 
 // New validates cfg and returns the console. It does no I/O.
@@ -43,7 +48,11 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, seal: seal, mux: http.NewServeMux(), pages: pages}
+	events := cfg.Events
+	if events == nil {
+		events = cfg.Ledger.Store()
+	}
+	c := &Console{cfg: cfg, seal: seal, mux: http.NewServeMux(), pages: pages, events: events, timelines: newTimelines(events, cfg.Logger)}
 	c.routes()
 	return c, nil
 }

@@ -182,6 +182,9 @@ func newServed(t *testing.T) *served {
 					{Role: "reconciler", State: "disabled", OK: true, Detail: "run by the test"},
 				}
 			},
+			Replication: func() httpapi.Replication {
+				return httpapi.Replication{Detail: "NOT synchronous: synchronous_standby_names is empty: a commit is acknowledged once on this server's disk alone"}
+			},
 			Relays: func(ctx context.Context) []console.RelayState {
 				var out []console.RelayState
 				for _, r := range relays {

@@ -13,22 +13,29 @@ import (
 const maxSetAsideShown = 100
 
 type healthView struct {
-	HasLag   bool
-	Lag      projections.Lag
-	LagError string
-	Roles    []httpapi.RoleStatus
-	Relays   []RelayState
-	HasItems bool
-	Items    []setaside.Item
-	ItemsErr string
+	// Replication is nil when nothing checks it beside this console.
+	Replication *httpapi.Replication
+	HasLag      bool
+	Lag         projections.Lag
+	LagError    string
+	Roles       []httpapi.RoleStatus
+	Relays      []RelayState
+	HasItems    bool
+	Items       []setaside.Item
+	ItemsErr    string
 }
 
-// health: GET /ui/health, the projector's and relays' lag, each role's
-// state, and the loops' failing and set-aside items.
+// health: GET /ui/health, the event store's replication, the projector's
+// and relays' lag, each role's state, and the loops' failing and set-aside
+// items.
 func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error {
 	ctx := r.Context()
 	vw := healthView{}
 	h := c.cfg.Health
+	if h.Replication != nil {
+		r := h.Replication()
+		vw.Replication = &r
+	}
 	if h.ProjectionLag != nil {
 		vw.HasLag = true
 		lag, err := h.ProjectionLag(ctx)

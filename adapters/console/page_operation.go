@@ -1,8 +1,14 @@
 package console
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
 
 	"opledger/domain"
 	"opledger/domain/audit"
@@ -27,64 +33,118 @@ type operationView struct {
 	InReadModels bool
 	Op           projections.Operation
 	Timeline     timelineSVG
-	Rows         []audit.TimelineRow
-	// StepsCut and RowsCut, when not 0, are how many steps and events there
-	// are in all, of which the page shows the first maxStepsDrawn and
-	// maxEventsListed.
-	StepsCut, RowsCut int
-	Capabilities      []capabilityView
-	Executions        []executionView
-	Evidence          []projections.Evidence
-	EvidenceMore      bool
-	Deliveries        []projections.Delivery
-	Reconciliations   []projections.Reconciliation
-	Skipped           []projections.SkippedEvent
+	// Events is how many events the stream holds; Entries are its
+	// state-changing events and its runs of evidence, counted, as the
+	// events table lists them.
+	Events  int64
+	Entries []entryView
+	// StepsCut and EntriesCut, when not 0, are how many steps and entries
+	// there are in all, of which the page shows the first and the last
+	// halves of maxStepsDrawn and maxEntriesListed.
+	StepsCut, EntriesCut int
+	Capabilities         []capabilityView
+	Executions           []executionView
+	Evidence             []projections.Evidence
+	EvidenceMore         bool
+	Deliveries           []projections.Delivery
+	DeliveriesTotal      int64 // of which Deliveries are the first maxDeliveriesShown
+	Reconciliations      []projections.Reconciliation
+	Skipped              []projections.SkippedEvent
 	// References are the provider's references for this operation's
 	// refunds, with where each was learnt.
 	References []providerReference
+}
+
+// entryView is one entry of the events table: an event, a counted run of
+// evidence, or the entries a long table leaves out.
+type entryView struct {
+	Row   *audit.TimelineRow
+	Group *groupView
+	Gap   *gapView
+}
+
+// groupView is a run of evidence events, collapsed: what it counts, and a
+// link that expands it (the page again, listing one page of its events).
+type groupView struct {
+	From, To         int64
+	First, Last      time.Time
+	Events, Refusals int64
+	Summary, Details string
+	ReplaySuspected  int64
+	Anchor           string // its element id
+	ExpandHref       string
+	// Expanded: Rows are the run's events from version Shown[0] to
+	// Shown[1]; NextHref, PrevHref page through it; CollapseHref folds it.
+	Expanded                         bool
+	Rows                             []audit.TimelineRow
+	ShownFrom, ShownTo               int64
+	NextHref, PrevHref, CollapseHref string
+}
+
+// gapView stands for entries a long table does not list.
+type gapView struct {
+	Entries  int
+	From, To int64 // the versions they span
 }
 
 type providerReference struct {
 	Reference, Execution, Source string
 }
 
-// Bounds of an operation's page: a stream flooded with duplicate
-// deliveries (each an event) must not make a page without end. The JSON
-// history has every event.
+// Bounds of an operation's page: whatever its stream holds, the page lists
+// at most maxEntriesListed entries (state-changing events and counted runs
+// of evidence; the first and the last half when there are more) and draws
+// at most maxStepsDrawn steps, and an expanded run lists expandPage events
+// at a time. The JSON history has every event.
 const (
-	maxEvidenceShown = 100
-	maxStepsDrawn    = 400  // arrows of the diagram
-	maxEventsListed  = 1000 // rows of the events table
+	maxEvidenceShown   = 20   // the latest
+	maxDeliveriesShown = 20   // the messages that claimed first
+	maxStepsDrawn      = 400  // arrows of the diagram
+	maxEntriesListed   = 1000 // entries of the events table
+	expandPage         = 200  // events of an expanded run per page
 )
 
-// operation: GET /ui/operations/{id}: the timeline as a sequence diagram,
-// the events, capabilities, executions, evidence and provider references.
-// The timeline and events come from the stream itself; the rest from the
-// read models (which may trail it).
+// operation: GET /ui/operations/{id}[?group=V[&at=W]]: the timeline as a
+// sequence diagram, the events (each run of evidence collapsed into a
+// counted group; ?group=V expands the run starting at version V, listing
+// expandPage of its events from version W), capabilities, executions,
+// evidence and provider references. The timeline and events come from the
+// stream itself, read incrementally (timelines); the rest from the read
+// models (which may trail it).
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, v *visit) error {
 	id, err := domain.ParseOperationID(r.PathValue("id"))
 	if err != nil {
 		return badRequest("operation id: %v", err)
 	}
+	expand, at, err := expandParams(r)
+	if err != nil {
+		return err
+	}
 	ctx := r.Context()
 	vw := operationView{ID: string(id)}
-	rows, err := audit.Replay(ctx, c.cfg.Ledger.Store(), id)
+	var open *groupView
+	err = c.timelines.with(ctx, id, func(t *audit.Timeline) error {
+		vw.Events = t.Events
+		vw.Entries, vw.EntriesCut, open = entriesOf(t, string(id), expand)
+		seq := audit.SequenceOfTimeline(t)
+		if len(seq.Steps) > maxStepsDrawn {
+			vw.StepsCut = len(seq.Steps)
+			seq.Steps = cutSteps(seq, maxStepsDrawn)
+		}
+		vw.Timeline = drawTimeline(seq)
+		return nil
+	})
 	if errors.Is(err, audit.ErrNoSuchOperation) {
 		return notFound("No operation %s in the event store.", id)
 	}
 	if err != nil {
 		return err
 	}
-	vw.Rows = rows
-	if len(rows) > maxEventsListed {
-		vw.Rows, vw.RowsCut = rows[:maxEventsListed], len(rows)
+	if open != nil {
+		if err := c.expandGroup(ctx, id, open, at); err != nil {
+			return err
+		}
 	}
-	seq := audit.SequenceOf(rows)
-	if len(seq.Steps) > maxStepsDrawn {
-		vw.StepsCut = len(seq.Steps)
-		seq.Steps = seq.Steps[:maxStepsDrawn]
-	}
-	vw.Timeline = drawTimeline(seq)
 	op, found, err := c.cfg.Reads.Operation(ctx, string(id))
 	if err != nil {
 		return err
@@ -97,6 +157,128 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, v *visit) er
 	}
 	c.render(w, r, v, http.StatusOK, "operation", string(id), "operations", vw)
 	return nil
+}
+
+// expandParams reads ?group=V&at=W: the run to expand (-1: none) and the
+// version to list it from (-1: its start).
+func expandParams(r *http.Request) (group, at int64, err error) {
+	group, at = -1, -1
+	q := r.URL.Query()
+	if s := q.Get("group"); s != "" {
+		if group, err = strconv.ParseInt(s, 10, 64); err != nil || group < 0 {
+			return 0, 0, badRequest("group: want a stream version (a whole number from 0), not %q", clip(s, 40))
+		}
+	}
+	if s := q.Get("at"); s != "" {
+		if at, err = strconv.ParseInt(s, 10, 64); err != nil || at < 0 {
+			return 0, 0, badRequest("at: want a stream version (a whole number from 0), not %q", clip(s, 40))
+		}
+	}
+	return group, at, nil
+}
+
+// entriesOf lists t's entries as the events table shows them, the group
+// starting at version expand marked expanded (and returned).
+func entriesOf(t *audit.Timeline, op string, expand int64) ([]entryView, int, *groupView) {
+	var open *groupView
+	view := func(e audit.TimelineEntry) []entryView {
+		if e.Row != nil {
+			return []entryView{{Row: e.Row}}
+		}
+		g := e.Group
+		if g.Whole() {
+			out := make([]entryView, 0, len(g.Samples))
+			for i := range g.Samples {
+				out = append(out, entryView{Row: &g.Samples[i]})
+			}
+			return out
+		}
+		gv := &groupView{From: g.From, To: g.To, First: g.First, Last: g.Last, Events: g.Events, Refusals: g.Refusals, Summary: g.Summary(), Details: g.Details(),
+			ReplaySuspected: g.ReplaySuspected, Anchor: fmt.Sprintf("group-%d", g.From)}
+		gv.ExpandHref = groupHref(op, g.From, -1)
+		if g.From == expand {
+			gv.Expanded, open = true, gv
+		}
+		return []entryView{{Group: gv}}
+	}
+	var all []entryView
+	for _, e := range t.Entries {
+		all = append(all, view(e)...)
+	}
+	if len(all) <= maxEntriesListed {
+		return all, 0, open
+	}
+	head, tail := all[:maxEntriesListed/2], all[len(all)-maxEntriesListed/2:]
+	gap := &gapView{Entries: len(all) - len(head) - len(tail), From: entryVersion(all[len(head)], false), To: entryVersion(all[len(all)-len(tail)-1], true)}
+	out := append(append(append([]entryView{}, head...), entryView{Gap: gap}), tail...)
+	if open != nil && !slices.ContainsFunc(out, func(e entryView) bool { return e.Group == open }) {
+		open = nil // the run asked for is among the entries left out
+	}
+	return out, len(all), open
+}
+
+// entryVersion is an entry's first (or last) stream version.
+func entryVersion(e entryView, last bool) int64 {
+	if e.Row != nil {
+		return e.Row.Version
+	}
+	if last {
+		return e.Group.To
+	}
+	return e.Group.From
+}
+
+func groupHref(op string, group, at int64) string {
+	u := "/ui/operations/" + url.PathEscape(op) + "?group=" + strconv.FormatInt(group, 10)
+	if at >= 0 {
+		u += "&at=" + strconv.FormatInt(at, 10)
+	}
+	return u + "#group-" + strconv.FormatInt(group, 10)
+}
+
+// expandGroup reads one page of g's events, from version at (its start
+// when at is outside it): expandPage events at most, one read.
+func (c *Console) expandGroup(ctx context.Context, id domain.OperationID, g *groupView, at int64) error {
+	if at < g.From || at > g.To {
+		at = g.From
+	}
+	n := int(min(int64(expandPage), g.To-at+1))
+	recs, err := c.events.ReadStream(ctx, id.StreamName(), at, n)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", id.StreamName(), err)
+	}
+	for _, rec := range recs {
+		row, err := audit.RowOf(rec)
+		if err != nil {
+			return err
+		}
+		g.Rows = append(g.Rows, row)
+	}
+	g.ShownFrom, g.ShownTo = at, at+int64(len(recs))-1
+	if g.ShownTo < g.To && len(recs) == n {
+		g.NextHref = groupHref(string(id), g.From, g.ShownTo+1)
+	}
+	if at > g.From {
+		g.PrevHref = groupHref(string(id), g.From, max(g.From, at-expandPage))
+	}
+	g.CollapseHref = "/ui/operations/" + url.PathEscape(string(id)) + "#" + g.Anchor
+	return nil
+}
+
+// cutSteps keeps the first and the last half of n steps of seq, with a
+// note between them saying how many are not drawn.
+func cutSteps(seq audit.Sequence, n int) []audit.Step {
+	head, tail := seq.Steps[:n/2], seq.Steps[len(seq.Steps)-n/2:]
+	left := len(seq.Steps) - len(head) - len(tail)
+	first, last := seq.Steps[len(head)], seq.Steps[len(seq.Steps)-len(tail)-1]
+	lane := "ledger"
+	if _, ok := seq.Lane(lane); !ok && len(seq.Lanes) > 0 {
+		lane = seq.Lanes[0].ID
+	}
+	gap := audit.Step{Version: first.Version, Time: first.Time, Event: "gap", From: lane, To: lane, Style: audit.StepInferred,
+		Label: fmt.Sprintf("… %s steps not drawn (#%s–#%s): the events table lists them", audit.Thousands(int64(left)),
+			audit.Thousands(first.Version), audit.Thousands(last.Version))}
+	return append(append(append([]audit.Step{}, head...), gap), tail...)
 }
 
 func (c *Console) operationDetails(r *http.Request, vw *operationView) error {
@@ -120,12 +302,12 @@ func (c *Console) operationDetails(r *http.Request, vw *operationView) error {
 			vw.References = append(vw.References, providerReference{Reference: *x.ProviderReference, Execution: x.ID, Source: sourceOf(x.OutcomeSource)})
 		}
 	}
-	evs, err := c.cfg.Reads.ListEvidence(ctx, projections.EvidenceQuery{OperationID: vw.ID, Limit: maxEvidenceShown})
+	evs, err := c.cfg.Reads.ListEvidence(ctx, projections.EvidenceQuery{OperationID: vw.ID, Limit: maxEvidenceShown, NewestFirst: true})
 	if err != nil {
 		return err
 	}
 	vw.Evidence, vw.EvidenceMore = evs.Evidence, evs.Next != 0
-	if vw.Deliveries, err = c.cfg.Reads.DeliveriesOf(ctx, vw.ID); err != nil {
+	if vw.Deliveries, vw.DeliveriesTotal, err = c.cfg.Reads.DeliveriesShown(ctx, vw.ID, maxDeliveriesShown); err != nil {
 		return err
 	}
 	if vw.Reconciliations, err = c.cfg.Reads.ReconciliationsOf(ctx, vw.ID); err != nil {
@@ -163,7 +345,7 @@ func (c *Console) historyJSON(w http.ResponseWriter, r *http.Request, _ *visit) 
 	if err != nil {
 		return badRequest("operation id: %v", err)
 	}
-	rows, err := audit.Replay(r.Context(), c.cfg.Ledger.Store(), id)
+	rows, err := audit.Replay(r.Context(), c.events, id)
 	if errors.Is(err, audit.ErrNoSuchOperation) {
 		return notFound("No operation %s in the event store.", id)
 	}

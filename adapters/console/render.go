@@ -193,11 +193,13 @@ func (c *Console) error(w http.ResponseWriter, r *http.Request, v *visit, err er
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"money":  money,
-	"stamp":  stamp,
-	"stampp": func(t *time.Time) string { return stampPtr(t) },
-	"clock":  func(t time.Time) string { return t.UTC().Format("15:04:05") },
-	"ago":    ago,
+	"half":       func(n int) int { return n / 2 },
+	"expandPage": func() int { return expandPage },
+	"money":      money,
+	"stamp":      stamp,
+	"stampp":     func(t *time.Time) string { return stampPtr(t) },
+	"clock":      func(t time.Time) string { return t.UTC().Format("15:04:05") },
+	"ago":        ago,
 	"agop": func(now time.Time, t *time.Time) string {
 		if t == nil {
 			return ""

@@ -18,9 +18,10 @@ type statusResponse struct {
 // readyResponse is /readyz's body: the overall status, each background
 // role, and (when not ready) the error every 503 of this API carries.
 type readyResponse struct {
-	Status string       `json:"status"`
-	Roles  []RoleStatus `json:"roles"`
-	Error  *errorDetail `json:"error,omitempty"`
+	Status      string       `json:"status"`
+	Roles       []RoleStatus `json:"roles"`
+	Replication *Replication `json:"replication,omitempty"`
+	Error       *errorDetail `json:"error,omitempty"`
 }
 
 // healthz: GET /healthz, no token. 200 while the process serves HTTP;
@@ -32,9 +33,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz: GET /readyz, no token. 200 {"status":"ready","roles":[...]} when
-// Config.Ready (default: the read models answer) reports nil and every role
-// of Status.Roles is OK, all within readyTimeout; else 503 not-ready with
-// the reasons, the same roles, and Retry-After.
+// Config.Ready (default: the read models answer) reports nil, every role
+// of Status.Roles is OK, and replication, when required, is synchronous,
+// all within readyTimeout; else 503 not-ready with the reasons, the same
+// roles, and Retry-After. The body's replication says what was last
+// checked, required or not.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -59,13 +62,21 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			reasons = append(reasons, reason)
 		}
 	}
+	var repl *Replication
+	if s.cfg.Status.Replication != nil {
+		r := s.cfg.Status.Replication()
+		repl = &r
+		if r.Required && !r.Synchronous {
+			reasons = append(reasons, "replication required: "+r.Detail)
+		}
+	}
 	if len(reasons) > 0 {
 		e := &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, message: "not ready: " + strings.Join(reasons, "; "), retryAfter: "1"}
 		requestInfoFrom(r.Context()).err = e
-		data, _ := encodeBody(readyResponse{Status: "not-ready", Roles: roles, Error: &errorDetail{Code: e.code, Message: e.message}})
+		data, _ := encodeBody(readyResponse{Status: "not-ready", Roles: roles, Replication: repl, Error: &errorDetail{Code: e.code, Message: e.message}})
 		writeJSON(w, e.status, http.Header{"Retry-After": {e.retryAfter}}, data)
 		return
 	}
-	data, _ := encodeBody(readyResponse{Status: "ready", Roles: roles})
+	data, _ := encodeBody(readyResponse{Status: "ready", Roles: roles, Replication: repl})
 	writeJSON(w, http.StatusOK, nil, data)
 }

@@ -180,3 +180,37 @@ func TestMetricsShowRolesRelayQueueAndSetAside(t *testing.T) {
 	require.Contains(t, text, `opledger_queue_depth{state="ready",topic="opledger.refund-requests"} 4`, "a failed source keeps its last values")
 	require.Contains(t, text, `opledger_relay_lag_events{relay="refund-requests"} 5`)
 }
+
+// Replication as last checked is on /readyz and /metrics; not synchronous
+// leaves serve ready unless it is required, then /readyz is 503 naming it.
+func TestReadinessAndMetricsShowReplication(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	repl := httpapi.Replication{Detail: "NOT synchronous: synchronous_standby_names is empty"}
+	e := newEnv(t, func(c *httpapi.Config) {
+		c.Status.Replication = func() httpapi.Replication { mu.Lock(); defer mu.Unlock(); return repl }
+	})
+	set := func(r httpapi.Replication) { mu.Lock(); repl = r; mu.Unlock() }
+
+	r := e.must(http.StatusOK, e.call("", "GET", "/readyz", nil))
+	got := r.body["replication"].(map[string]any)
+	require.Equal(t, false, got["synchronous"])
+	require.Equal(t, false, got["required"])
+	require.Contains(t, got["detail"], "synchronous_standby_names is empty")
+	text := string(e.must(http.StatusOK, e.call("", "GET", "/metrics", nil)).raw)
+	require.Contains(t, text, "opledger_replication_synchronous 0")
+	require.Contains(t, text, "opledger_replication_sync_standbys 0")
+
+	set(httpapi.Replication{Required: true, Detail: "NOT synchronous: no standby is synchronous now"})
+	r = e.must(http.StatusServiceUnavailable, e.call("", "GET", "/readyz", nil))
+	require.Contains(t, r.body["error"].(map[string]any)["message"], "replication required: NOT synchronous: no standby is synchronous now")
+
+	at := time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
+	set(httpapi.Replication{Required: true, Synchronous: true, SyncStandbys: 2, Detail: "synchronous: ...", CheckedAt: &at})
+	r = e.must(http.StatusOK, e.call("", "GET", "/readyz", nil))
+	require.Equal(t, true, r.body["replication"].(map[string]any)["synchronous"])
+	require.Equal(t, "2026-12-01T14:00:00Z", r.body["replication"].(map[string]any)["checked_at"])
+	text = string(e.must(http.StatusOK, e.call("", "GET", "/metrics", nil)).raw)
+	require.Contains(t, text, "opledger_replication_synchronous 1")
+	require.Contains(t, text, "opledger_replication_sync_standbys 2")
+}

@@ -50,6 +50,7 @@ type Metrics struct {
 	queueDepth      *prometheus.GaugeVec
 	deadLetters     *prometheus.GaugeVec
 	setAside        *prometheus.GaugeVec
+	replication     replicationGauges
 }
 
 // NewMetrics returns metrics registered in a fresh registry, with the Go
@@ -97,6 +98,8 @@ func NewMetrics() *Metrics {
 		}, []string{"route"}),
 	}
 	m.addSurface()
+	m.replication = newReplicationGauges()
+	m.reg.MustRegister(m.replication.collectors()...)
 	m.reg.MustRegister(m.claims, m.refusals, m.executions, m.unknownAge, m.lagEvents, m.lagSeconds, m.scrapeErrors,
 		m.reconciled, m.providerSends, m.providerLatency, m.requests, m.requestLatency,
 		m.rateLimited, m.reloads, m.roleUp, m.roleRestarts, m.relayLagEvents, m.relayLagSeconds,

@@ -70,6 +70,9 @@ func (s *Server) refreshRoleGauges(ctx context.Context) {
 			m.roleRestarts.WithLabelValues(r.Role).Set(float64(r.Restarts))
 		}
 	}
+	if st.Replication != nil {
+		m.replication.set(st.Replication())
+	}
 	if st.RelayLag != nil {
 		if lags, err := st.RelayLag(ctx); err != nil {
 			s.scrapeFailed(ctx, "relay_lag", err)

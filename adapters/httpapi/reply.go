@@ -30,8 +30,12 @@ func encodeBody(body any) ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
+// writeJSON writes an answer. Every answer is Cache-Control: no-store: an
+// operation's state, its evidence, a refusal or a secret is the caller's,
+// never a shared cache's or the next person's at the same browser.
 func writeJSON(w http.ResponseWriter, status int, header http.Header, data []byte) {
 	h := w.Header()
+	h.Set("Cache-Control", "no-store")
 	for k, vs := range header {
 		h[k] = vs
 	}

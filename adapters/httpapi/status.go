@@ -24,6 +24,11 @@ type Status struct {
 	// SetAside counts the items each loop set aside or is retrying
 	// (opledger_set_aside_items).
 	SetAside func(ctx context.Context) ([]setaside.Count, error)
+	// Replication reports the event store's replication as last checked
+	// (no I/O: the process checks on its own schedule). /readyz shows it,
+	// and is 503 when it is Required and not Synchronous; /metrics shows
+	// opledger_replication_synchronous and _sync_standbys.
+	Replication func() Replication
 }
 
 // Role states, as RoleStatus.State.

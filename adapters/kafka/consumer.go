@@ -31,8 +31,9 @@ type ConsumerConfig struct {
 	// DeadLetters writes to DeadLetterTopic (default: a Publisher on
 	// Brokers, closed with the Consumer).
 	DeadLetters transport.Publisher
-	// Group timing (defaults 3s, 30s, 60s, 2s), as kafka-go defines them.
-	// RebalanceTimeout should exceed DrainTimeout.
+	// Group timing, as kafka-go defines them (defaults
+	// DefaultHeartbeatInterval, DefaultSessionTimeout,
+	// DefaultRebalanceTimeout, 2s): see the constants for what they trade.
 	HeartbeatInterval, SessionTimeout, RebalanceTimeout, JoinGroupBackoff time.Duration
 	// MaxWait bounds how long a partition reader's fetch waits for data
 	// (default 500ms); stopping a reader waits up to this long.
@@ -84,11 +85,9 @@ func (c *ConsumerConfig) setDefaults() {
 	c.GroupID = cmp.Or(c.GroupID, "opledger-workers")
 	c.Topic = cmp.Or(c.Topic, transport.TopicRefundRequests)
 	c.DeadLetterTopic = cmp.Or(c.DeadLetterTopic, transport.TopicDeadLetters)
-	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 3*time.Second)
-	c.SessionTimeout = cmp.Or(c.SessionTimeout, 30*time.Second)
-	// a member draining its message in flight (up to DrainTimeout) must
-	// still rejoin within the rebalance timeout
-	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, 60*time.Second)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
+	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, DefaultRebalanceTimeout)
 	c.JoinGroupBackoff = cmp.Or(c.JoinGroupBackoff, 2*time.Second)
 	c.MaxWait = cmp.Or(c.MaxWait, 500*time.Millisecond)
 	c.MaxBytes = cmp.Or(c.MaxBytes, 1<<20)
@@ -144,6 +143,9 @@ func (c *ConsumerConfig) validate() error {
 	}
 	if c.RetryBackoff <= 0 || c.MaxRetryBackoff < c.RetryBackoff || c.DrainTimeout <= 0 {
 		errs = append(errs, errors.New("back-offs and the drain timeout must be positive, min <= max"))
+	}
+	if err := CheckGroupTiming(c.HeartbeatInterval, c.SessionTimeout, c.RebalanceTimeout); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kafka: consumer config: %w", err)

@@ -148,6 +148,9 @@ type openedStore struct {
 	eventstore.Store
 	// Check is the store's health for readiness: reachable, schema current.
 	Check func(ctx context.Context) error
+	// Replication tells whether its writes are synchronously replicated;
+	// nil for a store that cannot tell (KurrentDB).
+	Replication eventstore.ReplicationProbe
 	// Release releases what opening it took (the pool is the caller's).
 	Release func()
 }
@@ -167,7 +170,7 @@ func (c *dbConfig) store(ctx context.Context, pool *pgxpool.Pool) (openedStore, 
 			}
 			return openedStore{}, err
 		}
-		return openedStore{Store: s, Check: s.CheckSchema, Release: func() {}}, nil
+		return openedStore{Store: s, Check: s.CheckSchema, Replication: s, Release: func() {}}, nil
 	case "kurrent":
 		if c.kurrentURL == "" {
 			return openedStore{}, errors.New("--store kurrent needs KURRENTDB_URL or --kurrentdb-url")

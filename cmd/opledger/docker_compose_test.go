@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
@@ -58,9 +59,11 @@ func pinned(ref string) bool {
 // of the stack; every image, and every FROM of the inline Dockerfile,
 // pinned; no --dev, serve signing with a key ring from a volume a one-shot
 // service fills; KurrentDB wired in a profile that runs serve on --store
-// kurrent; Kafka reachable from the host on an EXTERNAL listener advertised
-// as localhost on a published port; PostgreSQL not published on 5432; and
-// every opledger command's flags and variables ones the commands take.
+// kurrent; a Patroni cluster in synchronous mode in a profile (ha) with a
+// serve on it through a multi-host URL; Kafka reachable from the host on an
+// EXTERNAL listener advertised as localhost on a published port; PostgreSQL
+// not published on 5432; and every opledger command's flags and variables
+// ones the commands take.
 func TestDockerCompose(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../../docker-compose.yml")
@@ -70,7 +73,7 @@ func TestDockerCompose(t *testing.T) {
 	require.NoError(t, dec.Decode(&c))
 
 	for _, name := range []string{"postgres", "kafka", "kurrentdb", "provider-sim", "migrate", "signing-keys", "serve", "worker",
-		"migrate-kurrent", "serve-kurrent", "worker-kurrent"} {
+		"migrate-kurrent", "serve-kurrent", "worker-kurrent", "etcd", "migrate-ha", "serve-ha", "worker-ha"} {
 		require.Contains(t, c.Services, name, "service %s", name)
 	}
 	require.False(t, strings.Contains(string(raw), ":latest"), "no floating latest tag")
@@ -91,6 +94,9 @@ func TestDockerCompose(t *testing.T) {
 			require.NotEmpty(t, froms, name)
 			for _, m := range froms {
 				require.True(t, pinned(m[1]), "%s: FROM %s is pinned", name, m[1])
+			}
+			if !strings.Contains(s.Build.Dockerfile, "./cmd/opledger") {
+				continue // not opledger (the Patroni members)
 			}
 			// An opledger command: its flags parse, and --help lists them.
 			var stdout, stderr bytes.Buffer
@@ -131,6 +137,48 @@ func TestDockerCompose(t *testing.T) {
 	require.NotEqual(t, serve.Environment["OPLEDGER_SCHEMA"], sk.Environment["OPLEDGER_SCHEMA"], "its own read models")
 	require.Empty(t, sk.Environment["KAFKA_BROKERS"], "the Postgres-only transport of its own schema")
 	require.Contains(t, strings.Join(c.Services["worker-kurrent"].Command, " "), "--store kurrent")
+
+	// Profile ha: three Patroni members in synchronous mode on etcd, and the
+	// ledger on them through a multi-host URL pgx reads, replication
+	// required, a transport of its own.
+	var patroni struct {
+		Bootstrap struct {
+			DCS struct {
+				SynchronousMode bool `yaml:"synchronous_mode"`
+				PostgreSQL      struct {
+					Parameters map[string]string `yaml:"parameters"`
+				} `yaml:"postgresql"`
+			} `yaml:"dcs"`
+		} `yaml:"bootstrap"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(c.Configs["patroni"].Content), &patroni))
+	require.True(t, patroni.Bootstrap.DCS.SynchronousMode, "Patroni's synchronous_mode")
+	require.Equal(t, "on", patroni.Bootstrap.DCS.PostgreSQL.Parameters["synchronous_commit"])
+	require.Equal(t, []string{"ha"}, c.Services["etcd"].Profiles)
+	members := 0
+	for name, s := range c.Services {
+		if s.Environment["PATRONI_NAME"] == "" {
+			continue
+		}
+		members++
+		require.Equal(t, []string{"ha"}, s.Profiles, name)
+		require.Equal(t, name, s.Environment["PATRONI_NAME"])
+		require.Equal(t, "etcd:2379", s.Environment["PATRONI_ETCD3_HOSTS"], name)
+		require.Equal(t, name+":5432", s.Environment["PATRONI_POSTGRESQL_CONNECT_ADDRESS"])
+		require.Contains(t, s.DependsOn, "etcd")
+	}
+	require.GreaterOrEqual(t, members, 2, "two or three PostgreSQL members")
+	for _, name := range []string{"migrate-ha", "serve-ha", "worker-ha"} {
+		s := c.Services[name]
+		require.Equal(t, []string{"ha"}, s.Profiles, name)
+		cfg, err := pgxpool.ParseConfig(s.Environment["DATABASE_URL"])
+		require.NoError(t, err, name)
+		require.Len(t, cfg.ConnConfig.Fallbacks, members-1, "%s: every member's host (the first, then the fallbacks)", name)
+		require.NotNil(t, cfg.ConnConfig.ValidateConnect, "%s: target_session_attrs=read-write", name)
+		require.Contains(t, s.Environment["DATABASE_URL"], "target_session_attrs=read-write")
+		require.Equal(t, "true", s.Environment["OPLEDGER_REQUIRE_SYNC_REPLICATION"], name)
+		require.Empty(t, s.Environment["KAFKA_BROKERS"], "%s: a transport of its own", name)
+	}
 
 	kafka := c.Services["kafka"]
 	adv := kafka.Environment["KAFKA_ADVERTISED_LISTENERS"]

@@ -68,6 +68,7 @@ type system struct {
 	env      []string
 	tokens   string // the tokens file serve reads
 	keys     string // the signing key ring
+	dbURL    string // the database (set by newRecoveringSystem)
 }
 
 func freeAddr(t *testing.T) string {
@@ -307,6 +308,16 @@ func TestEndToEndOverHTTP(t *testing.T) {
 		requests, refunds := s.simLedger(op)
 		require.Equal(t, 1, requests)
 		require.Equal(t, 1, refunds)
+	})
+
+	t.Run("readiness says whether writes are synchronously replicated", func(t *testing.T) {
+		r := s.call("GET", "/readyz", "", nil)
+		require.Equal(t, 200, r.status, "not required: ready either way")
+		repl, ok := r.body["replication"].(map[string]any)
+		require.True(t, ok, r.body)
+		require.Equal(t, false, repl["required"])
+		require.NotEmpty(t, repl["checked_at"])
+		require.Contains(t, repl["detail"], "synchronous_standby_names=")
 	})
 
 	t.Run("a forged token is refused and recorded", func(t *testing.T) {

@@ -49,7 +49,8 @@ type serveSettings struct {
 	// exportURL the export-delivery service the reconciler reads.
 	enabledKinds []domain.OperationKind
 	exportURL    string
-	tracing      tracingConfig // tracing.go
+	tracing      tracingConfig       // tracing.go
+	replication  replicationSettings // replication.go
 }
 
 // serveFlags binds serve's settings.
@@ -64,6 +65,7 @@ func serveFlags(stderr io.Writer) *settings.Flags {
 		settings.EnableKinds, settings.ExportDeliveryURL)
 	f.Bind(consoleSettings...)
 	f.Bind(digestSettings...)
+	f.Bind(replicationBindings...)
 	f.Bind(settings.LogLevel, settings.OTLPEndpoint)
 	return f
 }
@@ -93,7 +95,7 @@ func serveConfig(f *settings.Flags) (serveSettings, error) {
 		dev: f.Bool(settings.Dev), testClock: f.Bool(settings.TestClock), disabled: map[string]bool{},
 		sweepInterval: f.Duration(settings.SweepInterval), reconcileInterval: f.Duration(settings.ReconcileInterval),
 		shutdownTimeout: f.Duration(settings.ShutdownTimeout), roleBackoff: f.Duration(settings.RoleBackoff),
-		roleMaxFailures: f.Int(settings.RoleMaxFailures), tracing: tracingFrom(f, "opledger-serve")}
+		roleMaxFailures: f.Int(settings.RoleMaxFailures), tracing: tracingFrom(f, "opledger-serve"), replication: replicationFrom(f)}
 	var errs []error
 	var err error
 	if s.profile, err = resolveProfile(f); err != nil {
@@ -188,6 +190,15 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil { // the relay's tables, and every role's set_aside
 		return schemaError(db, err, pgqueue.ErrSchemaOutdated)
 	}
+	repl, err := newReplicationWatch(s.replication, opened.Replication, log)
+	if err != nil {
+		return err
+	}
+	if repl != nil {
+		if err := repl.start(ctx); err != nil {
+			return err
+		}
+	}
 	tp, stopTracing, err := startTracing(ctx, s.tracing, log)
 	if err != nil {
 		return err
@@ -221,6 +232,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	if err != nil {
 		return err
 	}
+	status.Replication = repl.statusFunc()
 	api, err := httpapi.New(httpapi.Config{
 		Ledger: lg, Signer: keys, Tokens: tokens, ReadModels: pool, Schema: db.viewSchema, Profile: s.profile,
 		TestClock: offset, Metrics: metrics, Logger: log, ProjectionLag: projector.Lag, SetAside: failing,
@@ -230,7 +242,8 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 		return err
 	}
 	closeConsole, err := s.console.mount(api, consoleDeps{pool: pool, viewSchema: db.viewSchema, transportSchema: db.transport, brokers: s.brokers,
-		ledger: lg, tokens: tokens, setAside: failing, projector: projector, roles: sup.statuses, relays: relays, log: log})
+		ledger: lg, tokens: tokens, setAside: failing, projector: projector, roles: sup.statuses, relays: relays,
+		replication: repl.statusFunc(), log: log})
 	if err != nil {
 		return err
 	}
@@ -244,6 +257,14 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	rctx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRoles()
 	sup.start(rctx, roles)
+	replLost := make(chan error, 1)
+	if repl != nil {
+		go func() {
+			if err := repl.run(rctx); err != nil {
+				replLost <- err
+			}
+		}()
+	}
 	reload := &reloadable{tokens: tokens, keys: keys, keysSrc: keysSrc, cert: cert, metrics: metrics, log: log}
 	go reload.onHangup(rctx, hup)
 
@@ -267,6 +288,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	case <-ctx.Done():
 	case runErr = <-served:
 	case runErr = <-sup.failures():
+	case runErr = <-replLost:
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdownTimeout)
 	defer cancel()

@@ -67,6 +67,7 @@ type consoleDeps struct {
 	projector       *projections.Projector
 	roles           func(context.Context) []httpapi.RoleStatus
 	relays          []*transport.Relay
+	replication     func() httpapi.Replication // nil: not checked
 	log             *slog.Logger
 }
 
@@ -88,7 +89,7 @@ func (f *consoleFlags) mount(api *httpapi.Server, d consoleDeps) (func(), error)
 	if err != nil {
 		return nil, err
 	}
-	health := console.Health{ProjectionLag: d.projector.Lag, Roles: d.roles}
+	health := console.Health{ProjectionLag: d.projector.Lag, Roles: d.roles, Replication: d.replication}
 	if len(d.relays) > 0 {
 		health.Relays = func(ctx context.Context) []console.RelayState {
 			out := make([]console.RelayState, 0, len(d.relays))

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
@@ -47,16 +49,25 @@ type workerSettings struct {
 	relay       bool
 	brokers     []string
 	group       string
-	exportURL   string // the export-delivery service, for export downloads; "" none
-	tracing     tracingConfig
+	// groupTiming: the consumer group's heartbeat interval, session and
+	// rebalance timeouts (kafka.CheckGroupTiming).
+	heartbeat, session, rebalance time.Duration
+	exportURL                     string // the export-delivery service, for export downloads; "" none
+	tracing                       tracingConfig
+	replication                   replicationSettings // replication.go
+	// shutdownTimeout bounds a stop: messages in flight, their provider
+	// calls and their recording.
+	shutdownTimeout time.Duration
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f := newFlags("worker", "[flags]", stderr)
 	f.Bind(storeSettings...)
-	f.Bind(settings.TransportSchema, settings.KafkaBrokers, settings.KafkaGroup, settings.WorkerID,
+	f.Bind(settings.TransportSchema, settings.KafkaBrokers, settings.KafkaGroup,
+		settings.KafkaSessionTimeout, settings.KafkaHeartbeatInterval, settings.KafkaRebalanceTimeout, settings.WorkerID,
 		settings.ProviderURL, settings.ProviderProfile, settings.ProviderProfileFile,
-		settings.ExportDeliveryURL, settings.WorkerConcurrency, settings.WorkerRelay, settings.LogLevel, settings.OTLPEndpoint)
+		settings.ExportDeliveryURL, settings.WorkerConcurrency, settings.WorkerRelay, settings.ShutdownTimeout, settings.LogLevel, settings.OTLPEndpoint)
+	f.Bind(replicationBindings...)
 	if code, ok := f.Parse(args); !ok {
 		return code
 	}
@@ -75,10 +86,14 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func workerConfig(f *settings.Flags) (workerSettings, error) {
 	s := workerSettings{id: f.Text(settings.WorkerID), providerURL: f.Text(settings.ProviderURL), relay: f.Bool(settings.WorkerRelay),
 		concurrency: f.Int(settings.WorkerConcurrency), group: f.Text(settings.KafkaGroup), exportURL: f.Text(settings.ExportDeliveryURL),
-		tracing: tracingFrom(f, "opledger-worker")}
+		tracing: tracingFrom(f, "opledger-worker"), replication: replicationFrom(f), shutdownTimeout: f.Duration(settings.ShutdownTimeout)}
+	s.heartbeat, s.session, s.rebalance = f.Duration(settings.KafkaHeartbeatInterval), f.Duration(settings.KafkaSessionTimeout), f.Duration(settings.KafkaRebalanceTimeout)
 	var errs []error
 	if s.providerURL == "" {
 		errs = append(errs, f.Missing(settings.ProviderURL, "provider"))
+	}
+	if err := kafka.CheckGroupTiming(s.heartbeat, s.session, s.rebalance); err != nil {
+		errs = append(errs, fmt.Errorf("%s, %s, %s: %w", f.Name(settings.KafkaHeartbeatInterval), f.Name(settings.KafkaSessionTimeout), f.Name(settings.KafkaRebalanceTimeout), err))
 	}
 	var err error
 	if s.profile, err = resolveProfile(f); err != nil {
@@ -97,7 +112,14 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	// Closing the pool waits for every connection in use: a worker that
+	// passed its shutdown timeout leaves them to the process's exit.
+	overdue := false
+	defer func() {
+		if !overdue {
+			pool.Close()
+		}
+	}()
 	opened, err := db.store(ctx, pool)
 	if err != nil {
 		return err
@@ -106,6 +128,15 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 	store := opened.Store
 	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil {
 		return schemaError(db, err, pgqueue.ErrSchemaOutdated)
+	}
+	repl, err := newReplicationWatch(s.replication, opened.Replication, log)
+	if err != nil {
+		return err
+	}
+	if repl != nil {
+		if err := repl.start(ctx); err != nil {
+			return err
+		}
 	}
 	lg, err := ledger.New(ledger.Config{Store: store, Logger: log})
 	if err != nil {
@@ -126,7 +157,15 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 		return err
 	}
 	defer stopTracing()
-	cfg := worker.Config{ID: s.id, Ledger: lg, Provider: tracing.Provider(client, tp), Logger: log}
+	// The stop: ctx ends (SIGTERM), or a loop fails. From then on messages
+	// in flight, their provider calls and their recording have the shutdown
+	// timeout but its last moment (abandonGrace), in which what was
+	// abandoned is logged.
+	stopping, stop := context.WithCancel(ctx)
+	defer stop()
+	abandon, cancelAbandon := transport.DrainContext(stopping, s.drainTimeout())
+	defer cancelAbandon()
+	cfg := worker.Config{ID: s.id, Ledger: lg, Provider: tracing.Provider(client, tp), Logger: log, Abandon: abandon}
 	if exports != nil {
 		cfg.Exports = tracing.Exports(exports, tp)
 	}
@@ -142,10 +181,15 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 	if err != nil {
 		return err
 	}
-	defer closeTransport()
+	defer func() {
+		if !overdue {
+			closeTransport()
+		}
+	}()
 	log.InfoContext(ctx, "worker starting", "transport", transportName(s.brokers), "provider_profile", s.profile.Name, "relay", s.relay)
 
-	g, gctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(stopping)
+	context.AfterFunc(gctx, stop)
 	if s.relay {
 		checks, err := pgqueue.NewCheckpoints(pool, db.transport)
 		if err != nil {
@@ -164,14 +208,46 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 			g.Go(func() error { return r.Run(gctx) })
 		}
 	}
+	if repl != nil {
+		g.Go(func() error { return repl.run(gctx) })
+	}
 	g.Go(func() error { return source.Consume(gctx, dispatcher.Handle) })
-	err = g.Wait()
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	select {
+	case err = <-done:
+	case <-abandon.Done():
+		// The recordings still running give up now and log what they could
+		// not record; the shutdown timeout's last moment is for that.
+		select {
+		case err = <-done:
+		case <-time.After(s.abandonGrace()):
+			overdue = true
+			log.ErrorContext(context.WithoutCancel(ctx), "stopping with work in flight: the shutdown timeout passed; what was not recorded is left to the lease's lapse and the reconciler",
+				"shutdown_timeout", s.shutdownTimeout)
+			return errShutdownOverdue
+		}
+	}
 	if ctx.Err() != nil {
 		log.InfoContext(context.WithoutCancel(ctx), "worker stopped")
 		return nil
 	}
 	return err
 }
+
+// abandonGrace is the last moment of the shutdown timeout, in which the
+// recordings a stopping worker abandoned say so in the log (they stop at
+// once: their database calls end with their contexts): a second, a
+// quarter of a shorter timeout.
+func (s workerSettings) abandonGrace() time.Duration { return min(time.Second, s.shutdownTimeout/4) }
+
+// drainTimeout is what a stop leaves messages in flight and their
+// recording: the shutdown timeout but its last moment.
+func (s workerSettings) drainTimeout() time.Duration { return s.shutdownTimeout - s.abandonGrace() }
+
+// errShutdownOverdue is the worker's error when it stopped with work still
+// in flight after its shutdown timeout.
+var errShutdownOverdue = errors.New("stopped with work in flight after the shutdown timeout (--shutdown-timeout)")
 
 // relayLeader gives each relay its PostgreSQL leader lock, so that serve
 // instances (and workers run with --relay) publish each message once.
@@ -190,7 +266,7 @@ func transportName(brokers []string) string {
 // Kafka when brokers are set, else the Postgres queue in schema.
 func openTransport(pool *pgxpool.Pool, schema string, s workerSettings, log *slog.Logger) (transport.Source, transport.Publisher, func(), error) {
 	if s.brokers == nil {
-		q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: schema, WorkerID: s.id, Concurrency: s.concurrency, Logger: log})
+		q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: schema, WorkerID: s.id, Concurrency: s.concurrency, DrainTimeout: s.drainTimeout(), Logger: log})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -205,7 +281,8 @@ func openTransport(pool *pgxpool.Pool, schema string, s workerSettings, log *slo
 		_ = pub.Close()
 		return nil, nil, nil, err
 	}
-	c, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: s.brokers, WorkerID: s.id, GroupID: s.group, DeadLetters: pub, SetAside: sa, Logger: log})
+	c, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: s.brokers, WorkerID: s.id, GroupID: s.group, DeadLetters: pub, SetAside: sa,
+		HeartbeatInterval: s.heartbeat, SessionTimeout: s.session, RebalanceTimeout: s.rebalance, DrainTimeout: s.drainTimeout(), Logger: log})
 	if err != nil {
 		_ = pub.Close()
 		return nil, nil, nil, err

@@ -117,3 +117,14 @@ func timelineRow(rec eventstore.RecordedEvent) (TimelineRow, error) {
 	row.Time = row.Time.UTC()
 	return row, nil
 }
+
+// RowOf decodes one stored event of an operation's stream into its row, as
+// Replay does: for a reader that reads the stream itself (the console,
+// which reads only what a stream gained since it last looked).
+func RowOf(rec eventstore.RecordedEvent) (TimelineRow, error) {
+	row, err := timelineRow(rec)
+	if err != nil {
+		return TimelineRow{}, fmt.Errorf("%s@%d (%s): %w", rec.StreamID, rec.Version, rec.Position, err)
+	}
+	return row, nil
+}

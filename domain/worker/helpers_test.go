@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -305,4 +306,23 @@ func (r *rig) wait(done <-chan handled) handled {
 		r.t.Fatalf("Handle did not return within %s", waitBound)
 		return handled{}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger writing from several
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -91,6 +91,13 @@ type Config struct {
 	// between renewals and between attempts to record. Tests substitute it
 	// to drive both without sleeping.
 	After func(d time.Duration) <-chan time.Time
+	// Abandon, when it ends, ends every recording still in progress: the
+	// process is stopping and may wait no longer (its shutdown timeout
+	// passed, the store unreachable meanwhile). What could not be recorded
+	// is logged with its execution, outcome and provider reference, and
+	// left to the lease's lapse and the reconciler, who asks the provider.
+	// Nil: recording is bounded by RecordTimeout alone.
+	Abandon context.Context
 }
 
 // Worker handles deliveries. Safe for concurrent use.
@@ -180,6 +187,9 @@ func (w *Worker) Handle(ctx context.Context, d Delivery) (Result, error) {
 	// context ends now (a shutdown): record on a detached, bounded context.
 	recordCtx, cancelRecord := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.RecordTimeout)
 	defer cancelRecord()
+	if w.cfg.Abandon != nil {
+		defer context.AfterFunc(w.cfg.Abandon, cancelRecord)()
+	}
 	res.Recorded = w.record(recordCtx, held{op: d.OperationID, c: c, secret: claim.LeaseSecret, lost: lost, expires: expires}, result, log)
 	return res, nil
 }
@@ -244,7 +254,11 @@ func (w *Worker) record(ctx context.Context, l held, r domain.RefundResult, log 
 	}
 	var refusal *domain.Refusal
 	if !errors.As(err, &refusal) || refusal.Reason != domain.ReasonLeaseLost {
-		log.ErrorContext(ctx, "outcome not recorded; the lease will lapse and reconciliation will ask the provider", "err", err)
+		msg := "outcome not recorded; the lease will lapse and reconciliation will ask the provider"
+		if w.abandoned() {
+			msg = "stopping: outcome not recorded before the shutdown timeout; the lease will lapse and reconciliation will ask the provider"
+		}
+		log.ErrorContext(ctx, msg, "lease_epoch", l.c.LeaseEpoch, "idempotency_key", l.c.IdempotencyKey, "err", err)
 		return ""
 	}
 	log.WarnContext(ctx, "lease lost while executing", "lost_before_record", l.lost)
@@ -264,6 +278,9 @@ func (w *Worker) record(ctx context.Context, l held, r domain.RefundResult, log 
 	return "late-outcome"
 }
 
+// abandoned reports whether Abandon ended.
+func (w *Worker) abandoned() bool { return w.cfg.Abandon != nil && w.cfg.Abandon.Err() != nil }
+
 // errLeaseExpired is wrapped when recording stopped because the lease expired
 // while the store could not be written.
 var errLeaseExpired = errors.New("the lease expired before the outcome could be recorded")
@@ -282,7 +299,7 @@ func (w *Worker) recordUnderLease(ctx context.Context, l held, r domain.RefundRe
 			ExecutionID: l.c.ExecutionID, LeaseEpoch: l.c.LeaseEpoch, LeaseSecret: l.secret, Outcome: r.Outcome,
 			ProviderReference: r.ProviderReference, Detail: r.Detail,
 		}, by)
-		if err == nil || !transient(err) || try >= w.maxTries() {
+		if err == nil || !transient(err) || try >= w.maxTries() || ctx.Err() != nil || w.abandoned() {
 			return err
 		}
 		if now := w.cfg.Clock.Now(); now.Sub(renewedAt) >= w.cfg.LeaseDuration/3 {
@@ -319,7 +336,7 @@ func (w *Worker) retry(ctx context.Context, f func() error) error {
 	backoff := w.cfg.RecordBackoff
 	for try := 1; ; try++ {
 		err := f()
-		if err == nil || !transient(err) || try >= w.maxTries() || !w.pause(ctx, backoff) {
+		if err == nil || !transient(err) || try >= w.maxTries() || ctx.Err() != nil || w.abandoned() || !w.pause(ctx, backoff) {
 			return err
 		}
 		backoff = min(2*backoff, w.cfg.RecordBackoffMax)

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -257,6 +258,51 @@ func TestStoreDownPastTheLeaseRecordsNothing(t *testing.T) {
 	require.Equal(t, domain.ExecExecuting, x.State, "nothing was guessed")
 	require.Zero(t, r.count(domain.TypeOutcomeRecorded))
 	_, err = r.h.LapseLease(t.Context(), r.op, domain.LapseLease{ExecutionID: x.ID}, ledger.Cause{Actor: "sweeper"})
+	require.NoError(t, err)
+	require.Equal(t, domain.ExecUnknown, r.state().Executions[0].State)
+	require.Equal(t, 1, s.Ledger().ByOperation[string(r.op)].RefundsCreated)
+}
+
+// TestAbandonStopsRecordingAndSaysWhatIsLost: the store is unreachable
+// after the provider created the refund, and the process stops (Abandon
+// ends, its shutdown timeout passed) long before the lease would: the
+// worker gives up at once, recording nothing and guessing nothing, and its
+// log names the execution, the outcome and the provider's reference, for a
+// person; the lease then lapses to Unknown for the reconciler.
+func TestAbandonStopsRecordingAndSaysWhatIsLost(t *testing.T) {
+	r := newRig(t)
+	s, client := r.simulator()
+	var logs syncBuffer
+	stopping, stop := context.WithCancel(context.Background())
+	defer stop()
+	p := afterCall{Provider: client, then: func() { r.store.SetUnavailable(true) }}
+	r.onPause = func(now time.Time) {
+		if len(r.paused()) == 3 { // three attempts into the outage, the shutdown timeout passes
+			stop()
+		}
+	}
+	w, err := worker.New(worker.Config{
+		ID: "worker-a", Ledger: r.h, Provider: p, Clock: r.clk, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		LeaseDuration: lease, ProviderTimeout: 30 * time.Second, After: r.after, Abandon: stopping,
+	})
+	require.NoError(t, err)
+	res, err := w.Handle(t.Context(), r.delivery("MSG-1"))
+	require.NoError(t, err)
+	require.Equal(t, domain.Completed, res.Outcome, "the provider did create it")
+	require.Empty(t, res.Recorded, "not recorded")
+	require.LessOrEqual(t, len(r.paused()), 4, "it stopped trying when told")
+	require.Less(t, r.clk.Now(), start.Add(5*time.Second), "long before the lease expired")
+	text := logs.String()
+	require.Contains(t, text, "stopping: outcome not recorded before the shutdown timeout")
+	require.Contains(t, text, "execution_id="+string(res.Claim.ExecutionID))
+	require.Contains(t, text, "outcome=Completed")
+	require.Contains(t, text, "provider_reference="+res.Reference)
+	require.NotEmpty(t, res.Reference)
+
+	r.store.SetUnavailable(false)
+	require.Equal(t, domain.ExecExecuting, r.state().Executions[0].State, "nothing was guessed")
+	r.clk.Advance(lease)
+	_, err = r.h.LapseLease(t.Context(), r.op, domain.LapseLease{ExecutionID: r.state().Executions[0].ID}, ledger.Cause{Actor: "sweeper"})
 	require.NoError(t, err)
 	require.Equal(t, domain.ExecUnknown, r.state().Executions[0].State)
 	require.Equal(t, 1, s.Ledger().ByOperation[string(r.op)].RefundsCreated)

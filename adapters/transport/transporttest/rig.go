@@ -56,6 +56,7 @@ type Record struct {
 	MessageID   domain.MessageID
 	OperationID domain.OperationID
 	Disposition transport.Disposition
+	At          time.Time // when the handler returned (wall clock)
 }
 
 // New builds a rig for t on fresh Postgres schemas.
@@ -124,7 +125,7 @@ func (r *Rig) Record(worker string, handle transport.HandleFunc) transport.Handl
 		d := handle(ctx, in)
 		req, _ := transport.DecodeRefundRequest(in.Value)
 		r.mu.Lock()
-		r.records = append(r.records, Record{Worker: worker, Origin: in.Origin, MessageID: req.MessageID, OperationID: req.OperationID, Disposition: d})
+		r.records = append(r.records, Record{Worker: worker, Origin: in.Origin, MessageID: req.MessageID, OperationID: req.OperationID, Disposition: d, At: time.Now()})
 		close(r.changed)
 		r.changed = make(chan struct{})
 		r.mu.Unlock()

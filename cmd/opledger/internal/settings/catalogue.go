@@ -62,6 +62,15 @@ var (
 		})}
 	KafkaGroup = &Setting{Flag: "kafka-group", Env: "KAFKA_GROUP_ID", Default: "opledger-workers", Arg: "NAME",
 		Help: "the workers' Kafka consumer group", Check: nonEmpty("a consumer group name")}
+	KafkaSessionTimeout = &Setting{Flag: "kafka-session-timeout", Env: "OPLEDGER_KAFKA_SESSION_TIMEOUT", Default: fmtDuration(kafka.DefaultSessionTimeout), Arg: "DURATION",
+		Help:  "how long the group waits for a silent worker before its partitions move to the others (the broker's group.min.session.timeout.ms bounds it, 6s by default)",
+		Check: durationIn(time.Second, 30*time.Minute, "6s")}
+	KafkaHeartbeatInterval = &Setting{Flag: "kafka-heartbeat-interval", Env: "OPLEDGER_KAFKA_HEARTBEAT_INTERVAL", Default: fmtDuration(kafka.DefaultHeartbeatInterval), Arg: "DURATION",
+		Help:  "how often a worker tells the group it lives and learns of a rebalance; at most a third of the session timeout",
+		Check: durationIn(10*time.Millisecond, 10*time.Minute, "1s")}
+	KafkaRebalanceTimeout = &Setting{Flag: "kafka-rebalance-timeout", Env: "OPLEDGER_KAFKA_REBALANCE_TIMEOUT", Default: fmtDuration(kafka.DefaultRebalanceTimeout), Arg: "DURATION",
+		Help:  "how long a rebalance waits for every worker to rejoin before it goes on without the late ones",
+		Check: durationIn(100*time.Millisecond, 30*time.Minute, "10s")}
 
 	// The provider.
 
@@ -110,7 +119,7 @@ var (
 	ReconcileInterval = &Setting{Flag: "reconcile-interval", Env: "OPLEDGER_RECONCILE_INTERVAL", Default: "3s", Arg: "DURATION",
 		Help: "how often the reconciler examines Unknown executions", Check: durationIn(time.Nanosecond, 0, "3s")}
 	ShutdownTimeout = &Setting{Flag: "shutdown-timeout", Env: "OPLEDGER_SHUTDOWN_TIMEOUT", Default: "15s", Arg: "DURATION",
-		Help: "how long requests and roles in flight may take to finish on shutdown", Check: durationIn(time.Nanosecond, 0, "15s")}
+		Help: "how long requests and roles in flight (serve), messages in flight and their recording (worker) may take to finish on shutdown", Check: durationIn(time.Nanosecond, 0, "15s")}
 	EnableKinds = &Setting{Flag: "enable-kinds", Env: "OPLEDGER_ENABLE_KINDS", Arg: "KINDS",
 		Help: "operation kinds besides refunds the API creates, comma-separated: export-download; enable one only once every reader of the ledger (serve, worker, audit, projections) runs this release",
 		Check: func(s string) error {
@@ -145,6 +154,13 @@ var (
 
 	ProviderSimListen = &Setting{Flag: "listen", Env: "PROVIDER_SIM_LISTEN", Default: "127.0.0.1:8081", Arg: "ADDR",
 		Help: "where provider-sim listens", Check: nonEmpty("host:port")}
+
+	// Replication (docs/operations.md, High availability).
+
+	RequireSyncReplication = &Setting{Flag: "require-sync-replication", Env: "OPLEDGER_REQUIRE_SYNC_REPLICATION", Bool: true,
+		Help: "refuse to run unless the event store's writes are synchronously replicated (a synchronous standby); off: say so loudly and run"}
+	ReplicationCheckInterval = &Setting{Flag: "replication-check-interval", Env: "OPLEDGER_REPLICATION_CHECK_INTERVAL", Default: "10s", Arg: "DURATION",
+		Help: "how often serve and the worker ask the database whether their writes are synchronously replicated", Check: durationIn(100*time.Millisecond, time.Hour, "10s")}
 
 	// Audit digests.
 
@@ -181,12 +197,13 @@ var (
 // All is the catalogue in the README table's order.
 var All = []*Setting{
 	DatabaseURL, Store, KurrentURL, StoreSchema, ReadModelSchema, TransportSchema,
-	KafkaBrokers, KafkaGroup,
+	KafkaBrokers, KafkaGroup, KafkaSessionTimeout, KafkaHeartbeatInterval, KafkaRebalanceTimeout,
 	ProviderURL, ProviderProfile, ProviderProfileFile,
 	Listen, TokensFile, SigningKeys, SigningKeyFile, TLSCert, TLSKey, RateLimit, RateBurst,
 	RoleBackoff, RoleMaxFailures, Disable, Console, ConsoleKey, ConsoleSecureCookies, ConsoleSessionTTL,
 	SweepInterval, ReconcileInterval, ShutdownTimeout, EnableKinds, ExportDeliveryURL, TestClock, Dev,
 	WorkerID, WorkerConcurrency, WorkerRelay,
+	RequireSyncReplication, ReplicationCheckInterval,
 	ProviderSimListen,
 	DigestKey, DigestPublicKey, DigestEvery, DigestDir,
 	Operator,
