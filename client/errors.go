@@ -60,8 +60,16 @@ func (e *Error) Temporary() bool {
 // found (a 409): stop at once, start nothing more, never send it again.
 func (e *Error) Refusal() bool { return e.StatusCode == 409 }
 
+// documented holds every sentinel by its code (a test holds it to
+// docs/api.md's table).
+var documented = map[string]*Error{}
+
 // code makes a sentinel.
-func code(c string) *Error { return &Error{Code: c} }
+func code(c string) *Error {
+	e := &Error{Code: c}
+	documented[c] = e
+	return e
+}
 
 // The documented codes (docs/api.md, "Errors"; the 409s are the ledger's
 // reasons, domain/reasons.go). A 409 of a reason not listed here is still an

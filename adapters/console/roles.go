@@ -26,10 +26,11 @@ func May(role httpapi.Role, a Action) bool {
 	return false
 }
 
-// mayRead reports whether role may read the console: every role the API
-// knows.
+// mayRead reports whether role may read the console: every role that may
+// call the API's reads (httpapi.Readers; not a subscriber, which reads the
+// feed only).
 func mayRead(role httpapi.Role) bool {
-	for _, r := range httpapi.Roles {
+	for _, r := range httpapi.Readers {
 		if r == role {
 			return true
 		}

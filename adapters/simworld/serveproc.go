@@ -3,11 +3,17 @@ package simworld
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"time"
 
+	"opledger/adapters/provider"
+	"opledger/adapters/roles"
 	"opledger/adapters/transport"
+	"opledger/domain/ledger"
 	"opledger/domain/recovery"
 	"opledger/domain/setaside"
+	"opledger/eventstore"
 )
 
 // Serve's background roles run at these intervals of the world's clock
@@ -24,7 +30,7 @@ type serveProc struct {
 	w          *World
 	p          *process
 	relays     []*relayRole
-	index      *recovery.LogIndex
+	index      recovery.Index
 	sweeper    *recovery.Sweeper
 	reconciler *recovery.Reconciler
 	sweepView  *view
@@ -48,51 +54,60 @@ func newServeProc(w *World, incarnation int) *serveProc {
 	sp := &serveProc{w: w, p: newProcess(w.ctx, "serve", incarnation)}
 	now := w.clock.Now()
 	sp.nextSweep, sp.nextRecon = now.Add(sweepInterval), now.Add(reconcileInterval)
-	indexView := &view{w: w, p: sp.p, name: "serve/index"}
-	var err error
-	sp.index, err = recovery.NewLogIndex(recovery.LogIndexConfig{Store: indexView, SetAside: w.setAside, Clock: w.clock, Logger: w.log})
-	if err != nil {
-		panic(err)
-	}
-	sp.sweepView = &view{w: w, p: sp.p, name: "sweeper"}
-	sp.sweeper, err = recovery.NewSweeper(recovery.SweeperConfig{
-		Ledger: w.newHandler(sp.sweepView), Index: sp.index, Clock: w.clock, Logger: w.log, SetAside: w.setAside,
-	})
-	if err != nil {
-		panic(err)
-	}
-	sp.reconView = &view{w: w, p: sp.p, name: "reconciler"}
 	n := &network{w: w, p: sp.p, name: "reconciler", current: func() *thread { return sp.reconciling }, sendTimeout: sendTimeout,
 		sender: w.unknownUnder}
 	shim := &callShim{w: w, p: sp.p, name: "reconciler", client: newClient(w, n), net: n, timeout: func() time.Duration { return reconcilerCallTimeout },
 		current: func() *thread { return sp.reconciling }}
-	sp.reconciler, err = recovery.NewReconciler(recovery.ReconcilerConfig{
-		Ledger: w.newHandler(sp.reconView), Index: sp.index, Provider: shim, Profile: w.profile, Clock: w.clock,
-		Logger: w.log, SetAside: w.setAside, CallTimeout: reconcilerCallTimeout,
+	exports := newExportClient(w, n)
+	views := map[string]*view{}
+	built, err := roles.Build(roles.Config{
+		Store: w.inner, Clock: w.clock, Logger: w.log, SetAside: w.setAside,
+		View: func(name string) eventstore.Store {
+			v := &view{w: w, p: sp.p, name: name, poll: strings.HasPrefix(name, roles.Relay+" ")}
+			if name == roles.Index {
+				v.name = "serve/index"
+			}
+			views[name] = v
+			return v
+		},
+		Ledger:  func(store eventstore.Store) (*ledger.Handler, error) { return w.newHandler(store.(*view)), nil },
+		Sweeper: &recovery.SweeperConfig{},
+		Reconciler: &recovery.ReconcilerConfig{Provider: shim, Profile: w.profile, CallTimeout: reconcilerCallTimeout,
+			Exports: exports, ExportProfile: exports.Profile()},
+		Relays: &transport.RelaysConfig{Checkpoints: (*checkpoints)(w), Publisher: w.transport,
+			Tune: func(c *transport.RelayConfig) {
+				c.Policy = setaside.Policy{MaxAttempts: 3, Backoff: relayPause, MaxBackoff: relayPause}
+				c.LeaderRetry, c.LeaderCheck, c.PollMin, c.PollMax, c.FailureBackoff = relayPause, time.Hour, relayPause, relayPause, relayPause
+			}},
 	})
 	if err != nil {
-		panic(err)
+		panic(err) // a constant configuration
 	}
-	for _, c := range []struct {
-		name string
-		sel  transport.Selector
-	}{
-		{transport.RelayRefundRequests, transport.SelectRefundRequests},
-		{transport.RelaySecuritySignals, transport.SelectSecuritySignals},
-	} {
-		v := &view{w: w, p: sp.p, name: "relay " + c.name, poll: true}
-		r, err := transport.NewRelay(transport.RelayConfig{
-			Name: c.name, Store: v, Checkpoints: (*checkpoints)(w), Publisher: w.transport, Select: c.sel,
-			Logger: w.log, Clock: w.clock, SetAside: w.setAside,
-			Policy:      setaside.Policy{MaxAttempts: 3, Backoff: relayPause, MaxBackoff: relayPause},
-			LeaderRetry: relayPause, LeaderCheck: time.Hour, PollMin: relayPause, PollMax: relayPause, FailureBackoff: relayPause,
-		})
-		if err != nil {
-			panic(err)
-		}
-		sp.relays = append(sp.relays, &relayRole{relay: r, view: v})
+	sp.index, sp.sweeper, sp.reconciler = built.Index, built.Sweeper, built.Reconciler
+	sp.sweepView, sp.reconView = views[roles.Sweeper], views[roles.Reconciler]
+	for _, r := range built.Relays {
+		sp.relays = append(sp.relays, &relayRole{relay: r, view: views[roles.Relay+" "+r.Name()]})
 	}
 	return sp
+}
+
+// newExportClient returns the real export-delivery client over n (the
+// simulator serves it beside the provider), its back-off on the world's
+// clock, as newClient.
+func newExportClient(w *World, n *network) *provider.ExportClient {
+	c, err := provider.NewExportClient(provider.Config{
+		BaseURL:    "http://provider.sim",
+		HTTPClient: &http.Client{Transport: n},
+		Timeout:    time.Hour, // the network's timeout, on the world's clock, fires first
+		Now:        w.clock.Now,
+		After: func(time.Duration) <-chan time.Time {
+			return w.s.after(n.current(), "client back-off", w.rng.between(100*time.Millisecond, 5*time.Second), true)
+		},
+	})
+	if err != nil {
+		panic(err) // a constant configuration
+	}
+	return c
 }
 
 // start runs the relays: each is a thread parked at its poll.

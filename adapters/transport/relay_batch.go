@@ -43,7 +43,10 @@ var errRetrying = errors.New("relay: an event failed; retrying it")
 // checkpoint is read, and published, again.
 func (h *relayHandler) Resume(ctx context.Context) (eventstore.Position, error) {
 	r := h.r
-	h.unsaved, h.recovered, h.lastSave = nil, nil, r.cfg.Clock.Now()
+	h.unsaved, h.recovered = nil, nil
+	if h.lastSave.IsZero() {
+		h.lastSave = r.cfg.Clock.Now()
+	}
 	h.loadPending(ctx)
 	text, err := r.cfg.Checkpoints.Load(ctx, r.cfg.Name)
 	if err != nil {

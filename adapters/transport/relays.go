@@ -23,6 +23,13 @@ type RelaysConfig struct {
 	// Leader returns the lock relay name publishes under (pgqueue.NewLeader
 	// on PostgreSQL); nil when every relay always leads (one instance only).
 	Leader func(name string) (follow.Leadership, error)
+	// View, when set, returns the store relay name reads the log through
+	// (default Store): the simulator gives each relay a view of its own.
+	View func(name string) eventstore.Store
+	// Tune, when set, adjusts each relay's configuration before it is
+	// built (pauses, batch size, retry policy: tests, the simulator and the
+	// benchmark tune them; serve takes the defaults).
+	Tune   func(*RelayConfig)
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
@@ -62,10 +69,18 @@ func StandardRelays(cfg RelaysConfig) ([]*Relay, error) {
 			}
 			lead = l
 		}
-		r, err := NewRelay(RelayConfig{
-			Name: c.name, Store: cfg.Store, Checkpoints: cfg.Checkpoints, Publisher: cfg.Publisher, Select: c.sel,
+		store := cfg.Store
+		if cfg.View != nil {
+			store = cfg.View(c.name)
+		}
+		rc := RelayConfig{
+			Name: c.name, Store: store, Checkpoints: cfg.Checkpoints, Publisher: cfg.Publisher, Select: c.sel,
 			SetAside: cfg.SetAside, Leader: lead, Clock: cfg.Clock, Logger: cfg.Logger,
-		})
+		}
+		if cfg.Tune != nil {
+			cfg.Tune(&rc)
+		}
+		r, err := NewRelay(rc)
 		if err != nil {
 			return nil, err
 		}

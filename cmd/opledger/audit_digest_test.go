@@ -32,6 +32,24 @@ func playStory(t *testing.T, store eventstore.Store) {
 	require.Equal(t, 1, sum.RefundsCreated)
 }
 
+// waitVisible waits, bounded, until every event of the store in schema is
+// below the cluster's visibility horizon (pg_snapshot_xmin): the log's
+// readers read only there, and another test's transaction in flight
+// anywhere in the cluster holds the horizon back for a moment. A test that
+// counts what a reader read waits for it first.
+func waitVisible(t *testing.T, url, schema string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	events := pgx.Identifier{schema, "events"}.Sanitize()
+	require.Eventually(t, func() bool {
+		var hidden int
+		err := conn.QueryRow(t.Context(), `SELECT count(*) FROM `+events+` WHERE transaction_id >= pg_snapshot_xmin(pg_current_snapshot())`).Scan(&hidden)
+		return err == nil && hidden == 0
+	}, 30*time.Second, 10*time.Millisecond, "the events are below the cluster's visibility horizon")
+}
+
 // cli runs opledger with args and returns its exit code and output.
 func cli(t *testing.T, args ...string) (int, string) {
 	t.Helper()
@@ -179,6 +197,7 @@ func TestAuditConsistencyCommands(t *testing.T) {
 	url, schema := pgtest.Schema(t)
 	store := pgtest.OpenMigrated(t, url, schema)
 	playStory(t, store)
+	waitVisible(t, url, schema)
 	db := []string{"--database-url", url, "--store-schema", schema}
 	dir := t.TempDir()
 	key, d1, d2, proof := filepath.Join(dir, "digest.key"), filepath.Join(dir, "d1.json"), filepath.Join(dir, "d2.json"), filepath.Join(dir, "c.json")
@@ -192,6 +211,7 @@ func TestAuditConsistencyCommands(t *testing.T) {
 	t.Cleanup(w.Close)
 	_, err = w.Approve(t.Context(), "OP-7001", "ORD-7001", 1000) // the log grows
 	require.NoError(t, err)
+	waitVisible(t, url, schema)
 	code, out = cli(t, append([]string{"audit", "digest", "--digest-key", key, "--out", d2}, db...)...)
 	require.Equal(t, 0, code, out)
 

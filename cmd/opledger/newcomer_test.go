@@ -141,6 +141,7 @@ func TestProjectionsAsOfIsHonest(t *testing.T) {
 	var early int
 	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM `+events+` WHERE recorded_at <= $1`, firstAt).Scan(&early))
 	require.Less(t, early, 8)
+	waitVisible(t, url, es) // else the rebuild would honestly read fewer than 8
 
 	flags := []string{"--database-url", url, "--store-schema", es, "--live-schema", rm}
 	code, _, stderr = cli3(t, append([]string{"projections", "rebuild", "--as-of", "2026-11-27T00:00:00Z", "--to-position", "1/1"}, flags...)...)

@@ -13,9 +13,11 @@ import (
 
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/roles"
 	"opledger/adapters/tracing"
 	"opledger/adapters/transport"
 	"opledger/cmd/opledger/internal/settings"
+	"opledger/domain/clock"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"
 	"opledger/domain/setaside"
@@ -30,47 +32,64 @@ var serveRoles = settings.ServeRoles
 // maxReadyLag is how far behind the projector may be before /readyz fails.
 const maxReadyLag = 60 * time.Second
 
-// backgroundRoles builds the enabled roles, and returns the relays (nil
-// when the relay is disabled) for their lag. Each role's run may be called
-// again after it returned (the supervisor restarts it); what must outlive
-// one run (the relay's publisher) is released by its close.
-func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store eventstore.Store,
-	lg *ledger.Handler, projector *projections.Projector, metrics *httpapi.Metrics, tp trace.TracerProvider, log *slog.Logger) ([]role, []*transport.Relay, error) {
-	var roles []role
-	var relays []*transport.Relay
-	index, err := projections.NewIndex(pool, db.viewSchema)
+// backgroundRoles builds serve's roles with roles.Build: the projector
+// always (the API and the console read its lag), the others when enabled.
+// It returns what was built and the enabled roles to supervise. Each role's
+// run may be called again after it returned (the supervisor restarts it);
+// what must outlive one run (the relay's publisher) is released by its
+// close.
+func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store eventstore.Store, lg *ledger.Handler, clk clock.Clock,
+	failing setaside.Store, metrics *httpapi.Metrics, tp trace.TracerProvider, log *slog.Logger) (*roles.Roles, []role, error) {
+	cfg := roles.Config{
+		Store: store, Ledger: func(eventstore.Store) (*ledger.Handler, error) { return lg, nil },
+		Clock: clk, Logger: log, SetAside: failing,
+		Projector: &projections.Config{Pool: pool, Schema: db.viewSchema},
+	}
+	if !s.disabled[roles.Sweeper] {
+		cfg.Sweeper = &recovery.SweeperConfig{Interval: s.sweepInterval}
+	}
+	if !s.disabled[roles.Reconciler] {
+		rc, err := reconcilerConfig(s, metrics, tp, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Reconciler = rc
+	}
+	var closePub func()
+	if !s.disabled[roles.Relay] {
+		publisher, closeP, err := openPublisher(pool, db.transport, s.brokers, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		checks, err := pgqueue.NewCheckpoints(pool, db.transport)
+		if err != nil {
+			closeP()
+			return nil, nil, err
+		}
+		cfg.Relays = &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport)}
+		closePub = closeP
+	}
+	built, err := roles.Build(cfg)
 	if err != nil {
+		if closePub != nil {
+			closePub()
+		}
 		return nil, nil, err
 	}
-	failing, err := pgqueue.NewSetAside(pool, db.transport) // no I/O: the same table serve's projector writes
-	if err != nil {
-		return nil, nil, err
+	var run []role
+	if !s.disabled[roles.Projector] {
+		run = append(run, role{name: roles.Projector, run: built.Projector.Run, health: projectorHealth(built.Projector)})
 	}
-	if !s.disabled["projector"] {
-		roles = append(roles, role{name: "projector", run: projector.Run, health: projectorHealth(projector)})
+	if built.Sweeper != nil {
+		run = append(run, role{name: roles.Sweeper, run: built.Sweeper.Run})
 	}
-	if !s.disabled["sweeper"] {
-		sw, err := recovery.NewSweeper(recovery.SweeperConfig{Ledger: lg, Index: index, Logger: log, Interval: s.sweepInterval, SetAside: failing})
-		if err != nil {
-			return nil, nil, err
-		}
-		roles = append(roles, role{name: "sweeper", run: sw.Run})
+	if built.Reconciler != nil {
+		run = append(run, role{name: roles.Reconciler, run: built.Reconciler.Run})
 	}
-	if !s.disabled["reconciler"] {
-		r, err := reconcilerRole(s, lg, index, failing, metrics, tp, log)
-		if err != nil {
-			return nil, nil, err
-		}
-		roles = append(roles, r)
+	if cfg.Relays != nil {
+		run = append(run, relayRole(built.Relays, s.brokers, closePub))
 	}
-	if !s.disabled["relay"] {
-		r, rs, err := relayRole(pool, db.transport, s, store, failing, log)
-		if err != nil {
-			return nil, nil, err
-		}
-		roles, relays = append(roles, r), rs
-	}
-	return roles, relays, nil
+	return built, run, nil
 }
 
 // projectorHealth fails when the projector trails the log by more than
@@ -88,45 +107,31 @@ func projectorHealth(p *projections.Projector) func(context.Context) error {
 	}
 }
 
-func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Index, failing setaside.Store, metrics *httpapi.Metrics,
-	tp trace.TracerProvider, log *slog.Logger) (role, error) {
+// reconcilerConfig is serve's reconciler: the provider's and the
+// export-delivery service's clients, traced; each round a span (the parent
+// of its provider reads and ledger commands) and metrics.
+func reconcilerConfig(s serveSettings, metrics *httpapi.Metrics, tp trace.TracerProvider, log *slog.Logger) (*recovery.ReconcilerConfig, error) {
 	// The reconciler asks the provider one call at a time.
 	client, err := newProviderClient(s.profile, s.providerURL, 1, log, metrics)
 	if err != nil {
-		return role{}, err
+		return nil, err
 	}
 	exports, err := newExportClient(s.exportURL, 1, log, metrics)
 	if err != nil {
-		return role{}, err
+		return nil, err
 	}
-	cfg := recovery.ReconcilerConfig{Ledger: lg, Index: index, Provider: tracing.Provider(client, tp),
-		Profile: s.profile, Logger: log, Interval: s.reconcileInterval, SetAside: failing}
+	cfg := &recovery.ReconcilerConfig{Provider: tracing.Provider(client, tp), Profile: s.profile, Interval: s.reconcileInterval,
+		OnRound: func(ctx context.Context) (context.Context, func([]recovery.Step, error)) {
+			rctx, end := tracing.Round(ctx, tp, "reconcile round")
+			return rctx, func(steps []recovery.Step, err error) {
+				end(len(steps), err)
+				metrics.ObserveReconcile(steps)
+			}
+		}}
 	if exports != nil {
 		cfg.Exports, cfg.ExportProfile = tracing.Exports(exports, tp), exports.Profile()
 	}
-	rc, err := recovery.NewReconciler(cfg)
-	if err != nil {
-		return role{}, err
-	}
-	run := func(ctx context.Context) error {
-		t := time.NewTicker(s.reconcileInterval)
-		defer t.Stop()
-		for {
-			rctx, end := tracing.Round(ctx, tp, "reconcile round") // the parent of its provider reads and ledger commands
-			steps, err := rc.ReconcileOnce(rctx)
-			end(len(steps), err)
-			metrics.ObserveReconcile(steps)
-			if err != nil && ctx.Err() == nil {
-				log.Warn("reconcile round failed", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
-	}
-	return role{name: "reconciler", run: run}, nil
+	return cfg, nil
 }
 
 // relayRole runs the standard relays together: when one returns, the
@@ -135,21 +140,7 @@ func reconcilerRole(s serveSettings, lg *ledger.Handler, index *projections.Inde
 // reading the log, the checkpoint, the leader lock) and, with Kafka, a
 // bounded dial of the brokers, which a standby relay (another serve leads)
 // does not otherwise make.
-func relayRole(pool *pgxpool.Pool, schema string, s serveSettings, store eventstore.Store, failing setaside.Store, log *slog.Logger) (role, []*transport.Relay, error) {
-	publisher, closePub, err := openPublisher(pool, schema, s.brokers, log)
-	if err != nil {
-		return role{}, nil, err
-	}
-	fail := func(err error) (role, []*transport.Relay, error) { closePub(); return role{}, nil, err }
-	checks, err := pgqueue.NewCheckpoints(pool, schema)
-	if err != nil {
-		return fail(err)
-	}
-	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: publisher,
-		SetAside: failing, Leader: relayLeader(pool, schema), Logger: log})
-	if err != nil {
-		return fail(err)
-	}
+func relayRole(relays []*transport.Relay, brokers []string, closePub func()) role {
 	run := func(ctx context.Context) error {
 		g, gctx := errgroup.WithContext(ctx)
 		for _, r := range relays {
@@ -158,8 +149,8 @@ func relayRole(pool *pgxpool.Pool, schema string, s serveSettings, store eventst
 		return g.Wait()
 	}
 	var probe *brokerProbe
-	if s.brokers != nil {
-		probe = newBrokerProbe(s.brokers)
+	if brokers != nil {
+		probe = newBrokerProbe(brokers)
 	}
 	health := func(ctx context.Context) error {
 		var errs []error
@@ -171,5 +162,5 @@ func relayRole(pool *pgxpool.Pool, schema string, s serveSettings, store eventst
 		}
 		return errors.Join(errs...)
 	}
-	return role{name: "relay", run: run, close: closePub, health: health}, relays, nil
+	return role{name: roles.Relay, run: run, close: closePub, health: health}
 }

@@ -214,14 +214,11 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	projector, err := projections.New(projections.Config{Pool: pool, Store: store, Schema: db.viewSchema, Clock: clk, Logger: log, SetAside: failing})
+	built, roles, err := backgroundRoles(db, s, pool, store, lg, clk, failing, metrics, tp, log)
 	if err != nil {
 		return err
 	}
-	roles, relays, err := backgroundRoles(db, s, pool, store, lg, projector, metrics, tp, log)
-	if err != nil {
-		return err
-	}
+	projector, relays := built.Projector, built.Relays
 	if digests, err := s.digests.role(store, log); err != nil {
 		return err
 	} else if digests.run != nil {

@@ -13,6 +13,7 @@ import (
 
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/roles"
 	"opledger/adapters/tracing"
 	"opledger/adapters/transport"
 	"opledger/cmd/opledger/internal/settings"
@@ -199,12 +200,12 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 		if err != nil {
 			return err
 		}
-		rs, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: publisher,
-			SetAside: sa, Leader: relayLeader(pool, db.transport), Logger: log})
+		built, err := roles.Build(roles.Config{Store: store, Logger: log, SetAside: sa,
+			Relays: &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport)}})
 		if err != nil {
 			return err
 		}
-		for _, r := range rs {
+		for _, r := range built.Relays {
 			g.Go(func() error { return r.Run(gctx) })
 		}
 	}

@@ -61,6 +61,12 @@ type ReconcilerConfig struct {
 	// OnItemFailure, when set, is called with every failure recorded (see
 	// SweeperConfig.OnItemFailure).
 	OnItemFailure func(setaside.Item)
+	// OnRound, when set, is called as each round of Run begins: the context
+	// it returns carries the round (serve's tracing span, the parent of the
+	// round's provider reads and ledger commands), and the function it
+	// returns is called with the round's steps and error (serve's
+	// metrics). Both must be quick.
+	OnRound func(ctx context.Context) (context.Context, func(steps []Step, err error))
 }
 
 // Verdict names what one reconciliation step did.
@@ -198,7 +204,13 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) ([]Step, error) {
 // Run reconciles every Interval until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) error {
 	return runEvery(ctx, r.cfg.Interval, func(ctx context.Context) {
-		if _, err := r.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
+		rctx, end := ctx, func([]Step, error) {}
+		if r.cfg.OnRound != nil {
+			rctx, end = r.cfg.OnRound(ctx)
+		}
+		steps, err := r.ReconcileOnce(rctx)
+		end(steps, err)
+		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.WarnContext(ctx, "reconcile round failed", "err", err)
 		}
 	})

@@ -1,6 +1,7 @@
 package recovery_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -69,4 +70,53 @@ func TestReconcilerNeedsAValidProfile(t *testing.T) {
 		require.ErrorIs(t, err, domain.ErrInvalidProfile, name)
 		require.True(t, strings.Contains(err.Error(), "Profile"), name)
 	}
+}
+
+// Run calls OnRound around each round: the round runs on the context it
+// returns, and the function it returns gets the round's steps.
+func TestReconcilerRunReportsEachRound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	f.unknown("OP-1")
+	type key struct{}
+	rounds := make(chan []recovery.Step, 1)
+	ctx, cancel := context.WithCancel(f.ctx)
+	var sawRound bool
+	r := f.reconciler(func(c *recovery.ReconcilerConfig) {
+		c.Interval = time.Hour
+		c.OnRound = func(ctx context.Context) (context.Context, func([]recovery.Step, error)) {
+			return context.WithValue(ctx, key{}, "round"), func(steps []recovery.Step, err error) {
+				require.NoError(t, err)
+				rounds <- steps
+				cancel() // one round is enough
+			}
+		}
+		c.Provider = roundProvider{Provider: f.client, saw: &sawRound, key: key{}}
+	})
+	require.ErrorIs(t, r.Run(ctx), context.Canceled)
+	steps := <-rounds
+	require.Equal(t, map[domain.OperationID]recovery.Verdict{"OP-1": recovery.VerdictCompleted}, verdicts(steps))
+	require.True(t, sawRound, "the provider was asked on the round's context")
+}
+
+// roundProvider notes whether a lookup ran on a context carrying key.
+type roundProvider struct {
+	domain.Provider
+	saw *bool
+	key any
+}
+
+func (p roundProvider) LookupByReference(ctx context.Context, op domain.OperationID) ([]domain.ProviderEffect, error) {
+	*p.saw = *p.saw || ctx.Value(p.key) != nil
+	return p.Provider.LookupByReference(ctx, op)
+}
+
+func (p roundProvider) RetrieveByKey(ctx context.Context, key domain.IdempotencyKey) (domain.ProviderEffect, bool, error) {
+	*p.saw = *p.saw || ctx.Value(p.key) != nil
+	return p.Provider.RetrieveByKey(ctx, key)
+}
+
+func (p roundProvider) CreateRefund(ctx context.Context, req domain.RefundRequest) domain.RefundResult {
+	*p.saw = *p.saw || ctx.Value(p.key) != nil
+	return p.Provider.CreateRefund(ctx, req)
 }

@@ -17,6 +17,7 @@ import (
 
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/roles"
 	"opledger/adapters/transport"
 	"opledger/cmd/opledger/harness"
 	"opledger/domain"
@@ -204,12 +205,22 @@ func (w *e2eWorld) counting(n int, done chan<- struct{}) transport.HandleFunc {
 	}
 }
 
-// skipLog moves relay's checkpoint to the end of the log (untimed): the
+// skipLog moves the relays' checkpoints to the end of the log (untimed): the
 // refunds the worker-alone samples approved (and executed) are not part of
 // the next backlog. Without it, every end-to-end sample also drained the
 // previous baseline sample's refunds (refused as spent, each recorded):
 // twice the messages for the refunds it counted.
-func (w *e2eWorld) skipLog(ctx context.Context, relay string) error {
+func (w *e2eWorld) skipLog(ctx context.Context) error {
+	for _, relay := range []string{transport.RelayRefundRequests, transport.RelaySecuritySignals} {
+		if err := w.skipRelay(ctx, relay); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skipRelay moves relay's checkpoint to the end of the log.
+func (w *e2eWorld) skipRelay(ctx context.Context, relay string) error {
 	text, err := w.checks.Load(ctx, relay)
 	if err != nil {
 		return err
@@ -235,11 +246,11 @@ func (w *e2eWorld) skipLog(ctx context.Context, relay string) error {
 	}
 }
 
-// sample approves a backlog, then times it from the relay's start to the
-// last refund recorded. run starts the relay and returns a stop function.
-// The relay named relay starts past everything approved before.
-func (w *e2eWorld) sample(ctx context.Context, n int, relay string, start func(ctx context.Context, handle transport.HandleFunc) (stop func(), err error)) (float64, error) {
-	if err := w.skipLog(ctx, relay); err != nil {
+// sample approves a backlog, then times it from the relays' start to the
+// last refund recorded. run starts the relays and returns a stop function.
+// The relays start past everything approved before.
+func (w *e2eWorld) sample(ctx context.Context, n int, start func(ctx context.Context, handle transport.HandleFunc) (stop func(), err error)) (float64, error) {
+	if err := w.skipLog(ctx); err != nil {
 		return 0, err
 	}
 	if _, err := w.approve(ctx, n); err != nil {
@@ -345,9 +356,15 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 	if err != nil {
 		return err
 	}
-	relayOn := func(name string, pub transport.Publisher) (*transport.Relay, error) {
-		return transport.NewRelay(transport.RelayConfig{Name: name, Store: w.apiStore, Checkpoints: checks, Publisher: pub,
-			Select: transport.SelectRefundRequests, SetAside: sa, Logger: quietLogger(), PollMax: 20 * time.Millisecond})
+	// serve's relays (roles.Build), publishing to pub.
+	relaysOn := func(pub transport.Publisher) (*relaySet, error) {
+		built, err := roles.Build(roles.Config{Store: w.apiStore, Logger: quietLogger(), SetAside: sa,
+			Relays: &transport.RelaysConfig{Checkpoints: checks, Publisher: pub,
+				Tune: func(c *transport.RelayConfig) { c.PollMax = 20 * time.Millisecond }}})
+		if err != nil {
+			return nil, err
+		}
+		return &relaySet{relays: built.Relays}, nil
 	}
 	if _, err := w.alone(ctx, 50); err != nil { // warm the pools and the simulator
 		return err
@@ -359,14 +376,14 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 		if err != nil {
 			return err
 		}
-		relay, err := relayOn("bench-pgqueue", q)
+		relay, err := relaysOn(q)
 		if err != nil {
 			return err
 		}
 		var stmts, commits, baseStmts, baseCommits []float64
 		ours, base, err := interleave(ctx, s.rounds,
 			func(ctx context.Context) (float64, error) {
-				rate, err := w.sample(ctx, s.backlog, "bench-pgqueue", func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
+				rate, err := w.sample(ctx, s.backlog, func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
 					stopRelay := goRun(ctx, relay.Run)
 					if os.Getenv("BENCH_DEBUG") != "" {
 						t0, p0 := time.Now(), relay.Published()
@@ -421,7 +438,7 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 			return err
 		}
 		defer pub.Close()
-		relay, err := relayOn("bench-kafka", pub)
+		relay, err := relaysOn(pub)
 		if err != nil {
 			return err
 		}
@@ -443,7 +460,7 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 		defer stopConsumer()
 		ours, base, err := interleave(ctx, s.rounds,
 			func(ctx context.Context) (float64, error) {
-				return w.sample(ctx, s.backlog, "bench-kafka", func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
+				return w.sample(ctx, s.backlog, func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
 					current.Store(&handle)
 					return goRun(ctx, relay.Run), nil
 				})
@@ -457,4 +474,26 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 		emit(f)
 	}
 	return nil
+}
+
+// relaySet runs serve's relays together.
+type relaySet struct{ relays []*transport.Relay }
+
+// Run runs every relay until ctx ends.
+func (r *relaySet) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, rl := range r.relays {
+		wg.Go(func() { _ = rl.Run(ctx) })
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// Published counts the messages every relay published.
+func (r *relaySet) Published() int64 {
+	var n int64
+	for _, rl := range r.relays {
+		n += rl.Published()
+	}
+	return n
 }

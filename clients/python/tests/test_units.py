@@ -3,6 +3,8 @@ executors' outcome tables against canned provider answers."""
 
 import http.server
 import json
+import os
+import re
 import threading
 import unittest
 
@@ -201,6 +203,28 @@ class Errors(unittest.TestCase):
         for code, cls in errors.BY_CODE.items():
             self.assertEqual(cls.code, code)
             self.assertTrue(issubclass(cls, errors.APIError))
+
+
+class DocumentedCodes(unittest.TestCase):
+    """Every code docs/api.md's "Errors" table documents has its class here
+    (the Go client's TestEveryDocumentedCodeIsTyped does the same)."""
+
+    def test_every_documented_code_has_its_class(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "..", "docs", "api.md"), encoding="utf-8") as f:
+            doc = f.read()
+        table = doc.split("\n## Errors\n", 1)[1]
+        table = table[table.index("\n| status | code |") + 1:].split("\n\n", 1)[0]
+        codes = []
+        for row in table.splitlines():
+            cols = row.split("|")
+            if len(cols) < 4 or cols[1].strip() in ("status", "---") or cols[1].strip().startswith("---"):
+                continue
+            col = cols[3] if cols[1].strip() == "409" else cols[2]
+            codes += re.findall(r"`([a-z][a-z.-]*)`", col)
+        self.assertGreater(len(codes), 20, "the table was read")
+        for code in codes:
+            self.assertIn(code, errors.BY_CODE, f"docs/api.md documents {code}: add it to opledger_client/errors.py")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import (
 
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/roles"
 	"opledger/adapters/transport"
 	"opledger/eventstore"
 	"opledger/projections"
@@ -63,15 +64,6 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	if err != nil {
 		return nil, err
 	}
-	p, err := projections.New(projections.Config{Pool: pool, Store: store, Schema: viewSchema, Logger: log,
-		MaxBackoff: 50 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond, SetAside: failing})
-	if err != nil {
-		return nil, err
-	}
-	index, err := projections.NewIndex(pool, viewSchema)
-	if err != nil {
-		return nil, err
-	}
 	var (
 		src     transport.Source
 		pub     transport.Publisher
@@ -82,13 +74,8 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 		if err != nil {
 			return nil, err
 		}
-		sa, err := pgqueue.NewSetAside(pool, transportSchema)
-		if err != nil {
-			_ = kp.Close()
-			return nil, err
-		}
 		kc, err := kafka.NewConsumer(kafka.ConsumerConfig{Brokers: o.KafkaBrokers, WorkerID: "story", GroupID: "opledger-story-" + transportSchema,
-			DeadLetters: kp, SetAside: sa, MaxWait: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, Logger: log})
+			DeadLetters: kp, SetAside: failing, MaxWait: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, Logger: log})
 		if err != nil {
 			_ = kp.Close()
 			return nil, err
@@ -105,16 +92,18 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	}
 	checks, err := pgqueue.NewCheckpoints(pool, transportSchema)
 	if err != nil {
+		closeAll(closers)
 		return nil, err
 	}
-	sa, err := pgqueue.NewSetAside(pool, transportSchema)
+	built, err := roles.Build(roles.Config{Store: store, Logger: log, SetAside: failing,
+		Projector: &projections.Config{Pool: pool, Schema: viewSchema, MaxBackoff: 50 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond},
+		Relays:    &transport.RelaysConfig{Checkpoints: checks, Publisher: pub},
+	})
 	if err != nil {
+		closeAll(closers)
 		return nil, err
 	}
-	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: pub, SetAside: sa, Logger: log})
-	if err != nil {
-		return nil, err
-	}
+	p, index, relays := built.Projector, built.Index.(*projections.Index), built.Relays
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Stack{Projector: p, Index: index, SetAside: failing, Courier: NewSourceCourier(rctx, src, pub), cancel: cancel, closers: closers}
 	run := func(name string, f func(context.Context) error) {
@@ -135,14 +124,19 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	return s, nil
 }
 
+// closeAll runs closers.
+func closeAll(closers []func()) {
+	for _, c := range closers {
+		c()
+	}
+}
+
 // Stop stops the projector and relays and returns what made any of them
 // stop early.
 func (s *Stack) Stop() error {
 	s.cancel()
 	s.wg.Wait()
-	for _, c := range s.closers {
-		c()
-	}
+	closeAll(s.closers)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return errors.Join(s.errs...)

@@ -21,6 +21,7 @@ import (
 
 	"opledger/adapters/provider"
 	"opledger/adapters/provider/sim"
+	"opledger/adapters/roles"
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/codec"
@@ -136,27 +137,18 @@ func New(opts Options) (*World, error) {
 	if w.SetAside == nil {
 		w.SetAside = &setaside.Memory{}
 	}
-	w.Index = opts.Index
-	if w.Index == nil {
-		w.Index, err = recovery.NewLogIndex(recovery.LogIndexConfig{Store: opts.Store, SetAside: w.SetAside, Clock: w.Clock, Logger: opts.Logger})
-		if err != nil {
-			w.Close()
-			return nil, err
-		}
-	}
-	w.Sweeper, err = recovery.NewSweeper(recovery.SweeperConfig{Ledger: w.Ledger, Index: w.Index, Logger: opts.Logger, SetAside: w.SetAside})
-	if err != nil {
-		w.Close()
-		return nil, err
-	}
-	w.Reconciler, err = recovery.NewReconciler(recovery.ReconcilerConfig{
-		Ledger: w.Ledger, Index: w.Index, Provider: w.Provider, Profile: opts.Profile, Logger: opts.Logger, SetAside: w.SetAside,
-		Exports: w.Exports, ExportProfile: w.Exports.Profile(),
+	built, err := roles.Build(roles.Config{
+		Store: opts.Store, Ledger: func(eventstore.Store) (*ledger.Handler, error) { return w.Ledger, nil },
+		Clock: w.Clock, Logger: opts.Logger, SetAside: w.SetAside, Index: opts.Index,
+		Sweeper: &recovery.SweeperConfig{},
+		Reconciler: &recovery.ReconcilerConfig{Provider: w.Provider, Profile: opts.Profile,
+			Exports: w.Exports, ExportProfile: w.Exports.Profile()},
 	})
 	if err != nil {
 		w.Close()
 		return nil, err
 	}
+	w.Index, w.Sweeper, w.Reconciler = built.Index, built.Sweeper, built.Reconciler
 	return w, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/provider"
+	"opledger/adapters/roles"
 	"opledger/domain"
 	"opledger/eventstore/kurrent"
 	"opledger/eventstore/postgres"
@@ -25,7 +26,7 @@ const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=
 
 // ServeRoles are the background roles serve runs beside the API; each can
 // be switched off (--disable) to run it elsewhere.
-var ServeRoles = []string{"projector", "sweeper", "reconciler", "relay"}
+var ServeRoles = []string{roles.Projector, roles.Sweeper, roles.Reconciler, roles.Relay}
 
 // LogLevels are the levels OPLEDGER_LOG_LEVEL accepts.
 var LogLevels = []string{"debug", "info", "warn", "error"}
