@@ -24,12 +24,14 @@
 #          promotes it). Measured: acknowledged writes lost, events the old
 #          primary held that the new one lacks (the old primary's data
 #          directory is started again, alone, after the run), and the effects
-#          the provider made for executions the log lost. Checks: no refund
-#          twice at the provider; the regression recorded (evidence stream
+#          the provider made for executions the log lost, and when each
+#          process first logged a regression. Checks: no refund twice at the
+#          provider; the regression recorded (evidence stream
 #          evidence-regressions, opledger_log_regressions_total) and every
-#          lost effect escalated or held again by the ledger, never silent
-#          (opledger_lost_effects_escalated_total) — what the regression work of
-#          issue 20 adds: a build without it is reported MISSING, not failed.
+#          lost effect escalated or held again by the ledger, never silent —
+#          what the regression work of issue 20 adds. A build without it (no
+#          such metric on serve's /metrics, no such stream) is reported
+#          MISSING, not failed; a build that has it is held to it.
 #
 #   scripts/failover.sh [--short] [--mode sync|async|both] [--engine auto|patroni|plain] [--keep]
 #
@@ -52,7 +54,7 @@ while [ $# -gt 0 ]; do
     --mode) case $2 in sync|async) modes=$2 ;; both) modes="sync async" ;; *) echo "failover.sh: --mode sync|async|both" >&2; exit 2 ;; esac; shift ;;
     --engine) engine=$2; shift ;;
     --keep) keep=true ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "failover.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -361,12 +363,15 @@ EOF
     done <"$d/ops"
     [ ! -s "$d/not-terminal" ]
   }
-  # Asynchronous: an operation whose decision was lost stays Requested
-  # (nobody re-sends it), so the wait is only bounded, and not a check.
   local settle_bound=150 settled=true
   $short && settle_bound=45
-  [ "$mode" = async ] && settle_bound=15
-  wait_for "every operation terminal" "$settle_bound" terminal || settled=false
+  if [ "$mode" = sync ]; then
+    wait_for "every operation terminal" "$settle_bound" terminal || settled=false
+  else
+    # An operation whose decision was lost stays Requested (nobody sends it
+    # again): no wait for every one; a moment for the work in flight.
+    sleep 5
+  fi
 
   # --- what the new primary's log holds ---
   local q="psql -Atq -v ON_ERROR_STOP=1 -d postgres://postgres@127.0.0.1:$p2/postgres"
@@ -471,8 +476,19 @@ EOF
       fails+=("async: $silent of $lost_effects lost effects neither escalated nor held again: $(head -c 300 "$d/silent-effects")")
     fi
     for m in "${missing[@]}"; do log "async: MISSING (the regression work of issue 20 is not in this build): $m"; done
-    extra=$(printf ',"events_lost":%s,"claims_lost":%s,"lost_effects":%s,"lost_effects_held_again":%s,"lost_effects_escalated_or_named":%s,"lost_effects_silent":%s,"evidence_regressions":%s,"missing":%s' \
-      "$lost_events" "$lost_claims" "$lost_effects" "$held_again" "$named" "$silent" "$evidence" \
+    # When each process first said it met a log that went backwards (the
+    # regression work logs it as an error naming the regression).
+    local noticed="" f first
+    for f in serve w1 w2 w3; do
+      first=$(grep -i 'regress' "$d/$f.log" 2>/dev/null | jq -r 'select(.level == "ERROR" or .level == "WARN") | .time' 2>/dev/null | head -1)
+      if [ -n "$first" ]; then
+        noticed+="$(printf '"%s":%s,' "$f" "$(secs $(( $(date -d "$first" +%s%3N) - t_kill )))")"
+      else
+        noticed+="\"$f\":null,"
+      fi
+    done
+    extra=$(printf ',"events_lost":%s,"claims_lost":%s,"lost_effects":%s,"lost_effects_held_again":%s,"lost_effects_escalated_or_named":%s,"lost_effects_silent":%s,"evidence_regressions":%s,"regression_noticed_after_kill_s":{%s},"missing":%s' \
+      "$lost_events" "$lost_claims" "$lost_effects" "$held_again" "$named" "$silent" "$evidence" "${noticed%,}" \
       "$(printf '%s\n' "${missing[@]}" | jq -R . | jq -sc 'map(select(length > 0))')")
   fi
 
