@@ -473,14 +473,14 @@ EOF
     if [ "$escalated" = missing ]; then
       missing+=("lost-effect escalation (no opledger_lost_effects_escalated_total): $silent of $lost_effects lost effects silent")
     elif [ "$silent" != 0 ]; then
-      fails+=("async: $silent of $lost_effects lost effects neither escalated nor held again: $(head -c 300 "$d/silent-effects")")
+      fails+=("async: $silent of $lost_effects lost effects neither escalated nor held again (key, provider reference): $(head -5 "$d/silent-effects" | paste -sd, -)")
     fi
     for m in "${missing[@]}"; do log "async: MISSING (the regression work of issue 20 is not in this build): $m"; done
     # When each process first said it met a log that went backwards (the
     # regression work logs it as an error naming the regression).
     local noticed="" f first
     for f in serve w1 w2 w3; do
-      first=$(grep -i 'regress' "$d/$f.log" 2>/dev/null | jq -r 'select(.level == "ERROR" or .level == "WARN") | .time' 2>/dev/null | head -1)
+      first=$(jq -rR 'fromjson? | select(.level == "ERROR" and (.msg | test("regress"; "i"))) | .time' "$d/$f.log" 2>/dev/null | head -1 || true)
       if [ -n "$first" ]; then
         noticed+="$(printf '"%s":%s,' "$f" "$(secs $(( $(date -d "$first" +%s%3N) - t_kill )))")"
       else
