@@ -24,10 +24,12 @@ var endpoints = []struct {
 	{"POST", "/v1/executions/EXE-1.1/resolve", []httpapi.Role{httpapi.RoleOperator}},
 	{"POST", "/v1/capabilities/CAP-1.1/revoke", []httpapi.Role{httpapi.RoleOperator}},
 	{"POST", "/v1/test-clock", []httpapi.Role{httpapi.RoleOperator}},
-	{"GET", "/v1/escalations", httpapi.Roles},
-	{"GET", "/v1/operations/OP-1", httpapi.Roles},
-	{"GET", "/v1/operations/OP-1/events", httpapi.Roles},
-	{"GET", "/v1/evidence", httpapi.Roles},
+	{"GET", "/v1/escalations", httpapi.Readers},
+	{"GET", "/v1/operations/OP-1", httpapi.Readers},
+	{"GET", "/v1/operations/OP-1/events", httpapi.Readers},
+	{"GET", "/v1/evidence", httpapi.Readers},
+	{"GET", "/v1/set-aside", httpapi.Readers},
+	{"GET", "/v1/feed", []httpapi.Role{httpapi.RoleAnalyst, httpapi.RoleSubscriber}},
 }
 
 // TestEveryRoleIsDeniedWhatItMayNotDo: no or an unknown token is 401 on
@@ -78,7 +80,7 @@ func TestParseTokens(t *testing.T) {
 	t.Parallel()
 	tokens, err := httpapi.ParseTokens(strings.NewReader(tokenFile), "tokens")
 	require.NoError(t, err)
-	require.Equal(t, 4, tokens.Len())
+	require.Equal(t, 5, tokens.Len())
 	who, found := tokens.Authenticate("operator-token-0123456789")
 	require.True(t, found)
 	require.Equal(t, httpapi.Principal{Role: httpapi.RoleOperator, Name: "olga"}, who)

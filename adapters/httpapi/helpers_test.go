@@ -38,13 +38,15 @@ agent    agent-token-0123456789     alice
 worker   worker-token-0123456789
 operator operator-token-0123456789  olga
 auditor  auditor-token-0123456789   # no name: auditor-<hash>
+subscriber subscriber-token-0123456789 portal
 `
 
 var tokenOf = map[httpapi.Role]string{
-	httpapi.RoleAgent:    "agent-token-0123456789",
-	httpapi.RoleWorker:   "worker-token-0123456789",
-	httpapi.RoleOperator: "operator-token-0123456789",
-	httpapi.RoleAuditor:  "auditor-token-0123456789",
+	httpapi.RoleAgent:      "agent-token-0123456789",
+	httpapi.RoleWorker:     "worker-token-0123456789",
+	httpapi.RoleOperator:   "operator-token-0123456789",
+	httpapi.RoleAuditor:    "auditor-token-0123456789",
+	httpapi.RoleSubscriber: "subscriber-token-0123456789",
 }
 
 // env is one test's running API: an event store schema, a read-model schema

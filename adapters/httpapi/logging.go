@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -13,7 +14,10 @@ import (
 type requestInfo struct {
 	id  string
 	who Principal
-	err *apiError
+	// token is the digest of the caller's bearer token, once authenticated:
+	// what per-token bounds count by (never logged).
+	token [sha256.Size]byte
+	err   *apiError
 }
 
 type requestInfoKey struct{}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"opledger/domain"
+	"opledger/domain/feed"
 	"opledger/domain/ledger"
 )
 
@@ -26,6 +27,8 @@ type Server struct {
 	exposition http.Handler // the registry in Prometheus's text format
 	routes     []Route
 	limiter    *limiter
+	feed       *feed.Reader
+	feedPolls  feedPolls
 }
 
 // Route is one endpoint and the roles that may call it (none: no token).
@@ -51,7 +54,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads, limiter: newLimiter(cfg.RateLimit),
+	fr, err := feed.NewReader(feed.ReaderConfig{Store: cfg.Ledger.Store()})
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads, limiter: newLimiter(cfg.RateLimit), feed: fr,
 		exposition: promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
 	s.register()
 	return s, nil
@@ -60,8 +67,8 @@ func New(cfg Config) (*Server, error) {
 // Metrics returns the server's metrics, to hand to the other roles' hooks.
 func (s *Server) Metrics() *Metrics { return s.cfg.Metrics }
 
-// everyone may call the reads.
-var everyone = Roles
+// everyone may call the reads: every role but a subscriber.
+var everyone = Readers
 
 func (s *Server) register() {
 	s.handle("POST /v1/operations", []Role{RoleAgent}, s.createOperation)
@@ -78,6 +85,8 @@ func (s *Server) register() {
 	s.handle("GET /v1/evidence", everyone, s.listEvidence)
 	s.handle("GET /v1/set-aside", everyone, s.listSetAside)
 	s.handle("POST /v1/set-aside/release", []Role{RoleOperator}, s.releaseSetAside)
+	// A long-poll of the feed waits up to MaxFeedWait before its read.
+	s.handleFor("GET /v1/feed", []Role{RoleAnalyst, RoleSubscriber}, MaxFeedWait+s.cfg.CommandTimeout, s.getFeed)
 	s.open("GET /healthz", s.healthz)
 	s.open("GET /readyz", s.readyz)
 	s.open("GET /metrics", s.metrics)
@@ -97,6 +106,12 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, who Principal) (re
 // unknown token is 401, a token over its rate 429, a known token of another
 // role 403.
 func (s *Server) handle(pattern string, roles []Role, h handlerFunc) {
+	s.handleFor(pattern, roles, s.cfg.CommandTimeout, h)
+}
+
+// handleFor is handle with a bound of the request's work other than
+// CommandTimeout.
+func (s *Server) handleFor(pattern string, roles []Role, timeout time.Duration, h handlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
 	s.routes = append(s.routes, Route{Method: method, Path: path, Roles: roles})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -111,7 +126,7 @@ func (s *Server) handle(pattern string, roles []Role, h handlerFunc) {
 			writeError(w, &apiError{status: http.StatusUnauthorized, code: CodeUnauthenticated, message: "unknown bearer token"})
 			return
 		}
-		info.who = who
+		info.who, info.token = who, digest
 		if allowed, wait := s.limiter.allow(digest); !allowed {
 			s.cfg.Metrics.rateLimited.WithLabelValues(string(who.Role)).Inc()
 			e := rateLimited(who, wait, s.cfg.RateLimit)
@@ -125,7 +140,7 @@ func (s *Server) handle(pattern string, roles []Role, h handlerFunc) {
 			return
 		}
 		annotateSpan(r, who) // trace.go: the route's id and the caller's role
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CommandTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		rep, err := h(w, r.WithContext(ctx), who)
 		if err != nil {

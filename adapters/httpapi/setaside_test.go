@@ -49,7 +49,7 @@ func TestSetAsideListAndRelease(t *testing.T) {
 		}
 		return out
 	}
-	for _, role := range httpapi.Roles {
+	for _, role := range httpapi.Readers {
 		if tokenOf[role] == "" {
 			continue // the analyst: analyst_test.go has its own token file
 		}

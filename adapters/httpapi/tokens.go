@@ -35,10 +35,26 @@ const (
 	// RoleAnalyst only reads, as an auditor does: the people looking for
 	// patterns (in the console, or through the reads and the read models).
 	RoleAnalyst Role = "analyst"
+	// RoleSubscriber reads the operation feed (GET /v1/feed) and nothing
+	// else: a service downstream of the ledger.
+	RoleSubscriber Role = "subscriber"
 )
 
 // Roles lists every role.
-var Roles = []Role{RoleAgent, RoleWorker, RoleOperator, RoleAuditor, RoleAnalyst}
+var Roles = []Role{RoleAgent, RoleWorker, RoleOperator, RoleAuditor, RoleAnalyst, RoleSubscriber}
+
+// Readers are the roles that may call every read of the API and sign in to
+// the console: every role but a subscriber, which reads the feed only.
+var Readers = []Role{RoleAgent, RoleWorker, RoleOperator, RoleAuditor, RoleAnalyst}
+
+// roleNames lists the roles for a message.
+func roleNames() string {
+	names := make([]string, len(Roles))
+	for i, r := range Roles {
+		names[i] = string(r)
+	}
+	return strings.Join(names, ", ")
+}
 
 func knownRole(s string) bool {
 	for _, r := range Roles {
@@ -196,7 +212,7 @@ func parseTokenSet(r io.Reader, source string) (*tokenSet, error) {
 		}
 		role, secret := fields[0], fields[1]
 		if !knownRole(role) {
-			return nil, fmt.Errorf("%s: unknown role %q (roles: agent, worker, operator, auditor, analyst)", at, cut(role, 40))
+			return nil, fmt.Errorf("%s: unknown role %q (roles: %s)", at, cut(role, 40), roleNames())
 		}
 		digest, plain, err := tokenDigest(secret)
 		if err != nil {
@@ -309,7 +325,7 @@ func (t *Tokens) Source() string { return t.source }
 // [NAME]. It checks what ParseTokens would.
 func TokenLine(role Role, token, name string) (string, error) {
 	if !knownRole(string(role)) {
-		return "", fmt.Errorf("unknown role %q (roles: agent, worker, operator, auditor, analyst)", cut(string(role), 40))
+		return "", fmt.Errorf("unknown role %q (roles: %s)", cut(string(role), 40), roleNames())
 	}
 	if strings.HasPrefix(token, DigestPrefix) {
 		return "", fmt.Errorf("the token starts with %q: it would read as a digest; make another", DigestPrefix)

@@ -143,7 +143,7 @@ func TestTokensReloadKeepsServing(t *testing.T) {
 
 	// A bad file is refused; the set in use stays.
 	write(tokenFile + "admin " + digestOf("admin-token-0123456789") + "\n")
-	require.ErrorContains(t, tokens.Reload(), "tokens:6: unknown role \"admin\"")
+	require.ErrorContains(t, tokens.Reload(), "tokens:7: unknown role \"admin\"")
 	require.Equal(t, http.StatusOK, op("operator-token-new-0123456789"))
 	require.NoError(t, os.Remove(path))
 	require.ErrorContains(t, tokens.Reload(), "token file")

@@ -22,7 +22,7 @@ const tokensUsage = `usage: opledger tokens <new|hash> ROLE [NAME]
                      line on stdout (opledger tokens new worker fleet-1 >> tokens)
   hash ROLE [NAME]   read a token from stdin and print its line
 
-A line is 'ROLE sha256:DIGEST [NAME]' (roles: agent, worker, operator, auditor, analyst).
+A line is 'ROLE sha256:DIGEST [NAME]' (roles: agent, worker, operator, auditor, analyst, subscriber).
 Add it to the tokens file and send SIGHUP to serve: it reloads the file.`
 
 // maxTokenInput bounds what 'tokens hash' reads from stdin.

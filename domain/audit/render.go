@@ -27,7 +27,7 @@ func writeJSON(w io.Writer, what string, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("encode %s: %w", what, err)
 	}
-	return writeAll(w, what, &b)
+	return writeAll(w, what, bytes.NewBuffer(jsonVisible(b.Bytes())))
 }
 
 // table writes rows of cells separated by " | ", aligned; the last cell of
@@ -39,7 +39,7 @@ func table(b *bytes.Buffer, header []string, rows [][]string) {
 			if i > 0 {
 				io.WriteString(tw, "\t| ")
 			}
-			io.WriteString(tw, oneLine(c))
+			io.WriteString(tw, cellText(c))
 		}
 		io.WriteString(tw, "\n")
 	}

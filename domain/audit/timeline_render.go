@@ -101,7 +101,7 @@ func WriteTimelineTable(w io.Writer, op domain.OperationID, rows []TimelineRow, 
 	for j, c := range cols {
 		widths[j] = min(c.max, runeLen(c.title))
 		for _, row := range cells {
-			widths[j] = max(widths[j], min(c.max, runeLen(row[j])))
+			widths[j] = max(widths[j], min(c.max, runeLen(cellText(row[j]))))
 		}
 	}
 	line := func(cells []string) {
@@ -110,7 +110,7 @@ func WriteTimelineTable(w io.Writer, op domain.OperationID, rows []TimelineRow, 
 			if j > 0 {
 				l.WriteString(" | ")
 			}
-			cell := elide(oneLine(c), widths[j])
+			cell := elide(cellText(c), widths[j])
 			l.WriteString(cell)
 			if j < len(cells)-1 {
 				l.WriteString(strings.Repeat(" ", widths[j]-runeLen(cell)))
@@ -134,16 +134,16 @@ func WriteTimelineTable(w io.Writer, op domain.OperationID, rows []TimelineRow, 
 		line(cells[i])
 		var more []string
 		if r.Reason != "" {
-			more = append(more, r.Reason)
+			more = append(more, cellText(r.Reason))
 		}
 		if r.Message != "" {
-			more = append(more, "message "+string(r.Message))
+			more = append(more, "message "+cellText(string(r.Message)))
 		}
 		if r.Capability != "" {
-			more = append(more, "capability "+string(r.Capability))
+			more = append(more, "capability "+cellText(string(r.Capability)))
 		}
 		if r.Detail != "" {
-			more = append(more, oneLine(r.Detail))
+			more = append(more, cellText(r.Detail))
 		}
 		for _, l := range wrap(strings.Join(more, " · "), width-len(indent)) {
 			b.WriteString(indent + l + "\n")
@@ -248,7 +248,7 @@ func WriteTimelineMermaid(w io.Writer, op domain.OperationID, rows []TimelineRow
 			id = "op" + strconv.Itoa(operators)
 		}
 		alias[l.ID] = id
-		fmt.Fprintf(&b, "    participant %s as %s\n", id, mermaidText(l.Title))
+		fmt.Fprintf(&b, "    participant %s as %s\n", id, mermaidLane(l.Title))
 	}
 	var day string
 	for _, s := range seq.Steps {
@@ -274,10 +274,4 @@ func WriteTimelineMermaid(w io.Writer, op domain.OperationID, rows []TimelineRow
 		fmt.Fprintf(&b, "    %s%s%s: %s\n", alias[s.From], arrow, alias[s.To], text)
 	}
 	return writeAll(w, "timeline", &b)
-}
-
-// mermaidText keeps free text from ending a Mermaid statement: ';' and '#'
-// become Mermaid's entity codes, line breaks spaces.
-func mermaidText(s string) string {
-	return strings.NewReplacer("#", "#35;", ";", "#59;", "\n", " ", "\r", " ", "\t", " ").Replace(s)
 }

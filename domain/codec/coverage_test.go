@@ -10,6 +10,7 @@ import (
 	"opledger/domain/audit"
 	"opledger/domain/codec"
 	"opledger/domain/codec/codectest"
+	"opledger/domain/feed"
 	"opledger/domain/recovery"
 	"opledger/projections"
 )
@@ -20,7 +21,7 @@ import (
 // golden fixture holds it, and has an explicit case (acting on it, or
 // ignoring it on purpose; never a default branch) in (b) Evolve, (c) the
 // read models' fold, (d) audit verify's checks, the timeline and the
-// provider diff, (e) the recovery log index.
+// provider diff, (e) the recovery log index, (f) the operation feed.
 func TestEveryEventTypeIsHandledEverywhere(t *testing.T) {
 	samples := map[string]domain.Event{}
 	for _, e := range codectest.Samples() {
@@ -41,6 +42,7 @@ func TestEveryEventTypeIsHandledEverywhere(t *testing.T) {
 		{"timeline", audit.Describes, "domain/audit/timeline_rows.go (describe)"},
 		{"provider diff", audit.DiffReads, "domain/audit/diff_reads.go (diffReading) and diff.go (ledgerEvent)"},
 		{"recovery index", recovery.Indexes, "domain/recovery/logindex.go (LogIndex.apply)"},
+		{"operation feed", feed.Maps, "domain/feed/change.go (change)"},
 	}
 	for _, k := range codec.Kinds() {
 		t.Run(k.Type, func(t *testing.T) {
