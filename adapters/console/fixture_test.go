@@ -61,18 +61,18 @@ const (
 // letter carrying the story's spent authority and a failing item, all
 // served by the HTTP API with the console mounted, as serve mounts it.
 type served struct {
-	t     *testing.T
-	url   string
-	pool  *pgxpool.Pool
+	t    *testing.T
+	url  string
+	pool *pgxpool.Pool
 	// viewSchema holds the read models, signer signs capabilities: to
 	// serve variants of the API.
 	viewSchema string
 	signer     *captoken.Signer
-	world *harness.World
-	queue *pgqueue.Queue
-	reads *projections.Reads
-	srv   *httptest.Server
-	cfg   console.Config // the console's, to serve variants of it
+	world      *harness.World
+	queue      *pgqueue.Queue
+	reads      *projections.Reads
+	srv        *httptest.Server
+	cfg        console.Config // the console's, to serve variants of it
 	// tlsTransport trusts a TLS variant's certificate.
 	tlsTransport http.RoundTripper
 	logs         *syncBuffer
