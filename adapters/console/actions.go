@@ -10,6 +10,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/domain"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 )
 
@@ -32,6 +33,34 @@ func cause(w http.ResponseWriter, v *visit) (ledger.Cause, string) {
 		causation = "UI-" + id[:16]
 	}
 	return ledger.Cause{Actor: v.who.Name, CausationID: causation}, causation
+}
+
+// acknowledge: POST /ui/regressions/acknowledge {csrf, note}: a
+// LogRegressionAcknowledged naming the signed-in operator, as POST
+// /v1/regressions/acknowledge records it.
+func (c *Console) acknowledge(w http.ResponseWriter, r *http.Request, v *visit) error {
+	m := c.cfg.Health.Regressions
+	if m == nil {
+		return &pageError{status: http.StatusNotFound, heading: "No regression stream here", message: "This console follows no regression stream."}
+	}
+	note := strings.TrimSpace(r.PostForm.Get("note"))
+	if note == "" {
+		return badRequest("note is required: say what was done (the lost effects' escalations read, the provider checked)")
+	}
+	ack, err := m.Acknowledge(r.Context(), v.who.Name, note)
+	if errors.Is(err, regression.ErrNothingToAcknowledge) {
+		c.setFlash(w, r, "No log regression is unacknowledged.")
+		redirectBack(w, r, "", "/ui/health")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.cfg.Logger.InfoContext(r.Context(), "console: log regressions acknowledged", "regressions", ack.Regressions, "through", ack.Through,
+		"actor", v.who.Name, "role", v.who.Role)
+	c.setFlash(w, r, fmt.Sprintf("%d log regressions acknowledged by %s.", ack.Regressions, v.who.Name))
+	redirectBack(w, r, "", "/ui/health")
+	return nil
 }
 
 // resolve: POST /ui/executions/{id}/resolve {csrf, outcome, provider_reference,
@@ -169,5 +198,24 @@ func (c *Console) release(w http.ResponseWriter, r *http.Request, v *visit) erro
 		"attempts", it.Attempts, "reason", it.Reason, "actor", v.who.Name, "role", v.who.Role)
 	c.setFlash(w, r, fmt.Sprintf("%s %s released by %s: %s.", role, item, v.who.Name, httpapi.ReleaseNote(role)))
 	redirectBack(w, r, "", "/ui/health")
+	return nil
+}
+
+// endSessions: POST /ui/sessions/end {csrf, token}: every open console
+// session of the token whose SHA-256 (hex) is token ends, on every
+// instance; its cookies are refused from the next request on.
+func (c *Console) endSessions(w http.ResponseWriter, r *http.Request, v *visit) error {
+	digest := strings.TrimSpace(r.PostForm.Get("token"))
+	if len(digest) != 64 || strings.Trim(digest, "0123456789abcdef") != "" {
+		return badRequest("token must be a token's SHA-256 in hex, as the health page's form sends it")
+	}
+	n, err := c.cfg.Sessions.EndToken(r.Context(), digest, v.who.Name, c.cfg.Now())
+	if err != nil {
+		return err
+	}
+	c.cfg.Logger.InfoContext(r.Context(), "console: sessions of a token ended", "token", "sha256:"+digest[:12], "sessions", n,
+		"role", v.who.Role, "actor", v.who.Name)
+	c.setFlash(w, r, fmt.Sprintf("Ended %d console sessions of token sha256:%s… (by %s).", n, digest[:12], v.who.Name))
+	http.Redirect(w, r, "/ui/health#h-sessions", http.StatusSeeOther)
 	return nil
 }

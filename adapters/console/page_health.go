@@ -2,9 +2,11 @@ package console
 
 import (
 	"net/http"
+	"slices"
 
 	"opledger/adapters/httpapi"
 
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/projections"
 )
@@ -13,6 +15,10 @@ import (
 const maxSetAsideShown = 100
 
 type healthView struct {
+	// HasRegressions: a regression monitor runs here; Regressions is what
+	// it read last.
+	HasRegressions bool
+	Regressions    regression.Status
 	// Replication is nil when nothing checks it beside this console.
 	Replication *httpapi.Replication
 	HasLag      bool
@@ -23,15 +29,34 @@ type healthView struct {
 	HasItems    bool
 	Items       []setaside.Item
 	ItemsErr    string
+	// Sessions are the console sessions open now, by token.
+	Sessions    []tokenSessions
+	SessionsErr string
 }
 
-// health: GET /ui/health, the event store's replication, the projector's
-// and relays' lag, each role's state, and the loops' failing and set-aside
-// items.
+// tokenSessions are the open console sessions of one token.
+type tokenSessions struct {
+	Digest, Short string // the token's SHA-256 (hex), and its first 12 digits
+	Principal     string
+	Role          string
+	Sessions      []SessionRecord
+}
+
+// maxSessionsShown bounds the open sessions listed.
+const maxSessionsShown = 200
+
+// health: GET /ui/health, a log regression no operator acknowledged (with
+// the acknowledgement form for operators), the event store's replication,
+// the projector's and relays' lag, each role's state, and the loops'
+// failing and set-aside items.
 func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error {
 	ctx := r.Context()
 	vw := healthView{}
 	h := c.cfg.Health
+	if h.Regressions != nil {
+		_ = h.Regressions.Refresh(ctx) // a failed read keeps the last status, with its error
+		vw.HasRegressions, vw.Regressions = true, h.Regressions.Status()
+	}
 	if h.Replication != nil {
 		r := h.Replication()
 		vw.Replication = &r
@@ -57,6 +82,19 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error
 			vw.ItemsErr = err.Error()
 		}
 		vw.Items = items
+	}
+	sessions, err := c.cfg.Sessions.List(ctx, c.cfg.Now(), maxSessionsShown)
+	if err != nil {
+		vw.SessionsErr = err.Error()
+	}
+	for _, s := range sessions {
+		i := slices.IndexFunc(vw.Sessions, func(t tokenSessions) bool { return t.Digest == s.TokenDigest })
+		if i < 0 {
+			vw.Sessions = append(vw.Sessions, tokenSessions{Digest: s.TokenDigest, Short: s.TokenDigest[:min(12, len(s.TokenDigest))],
+				Principal: s.Principal, Role: s.Role})
+			i = len(vw.Sessions) - 1
+		}
+		vw.Sessions[i].Sessions = append(vw.Sessions[i].Sessions, s)
 	}
 	c.render(w, r, v, http.StatusOK, "health", "Health", "health", vw)
 	return nil
