@@ -29,6 +29,7 @@ var operatorSections = []struct{ file, heading string }{
 	{"docs/operations.md", "High availability"},
 	{"docs/transport.md", "A worker dies"},
 	{"docs/operations.md", "Alerts and runbooks"},
+	{"docs/operations.md", "opledger doctor"},
 }
 
 var (
