@@ -199,7 +199,8 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 			return err
 		}
 		built, err := roles.Build(roles.Config{Store: store, Logger: log, SetAside: sa,
-			Relays: &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport)}})
+			Relays: &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport),
+				OperationFeed: len(s.brokers) > 0}})
 		if err != nil {
 			return err
 		}
