@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/console"
+	"opledger/adapters/harness"
 	"opledger/adapters/httpapi"
 	"opledger/adapters/transport"
-	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/audit"
 	"opledger/domain/ledger"

@@ -37,7 +37,7 @@ func BenchmarkRelayKafkaWorkerLedger(b *testing.B) {
 		start := time.Now()
 		stopRelay := rig.Go("relay", relay.Run)
 		stopConsumer := rig.Go("consumer", func(ctx context.Context) error { return c.Consume(ctx, h) })
-		rig.WaitRecords("the backlog", benchMessages, status(domain.StatusClaimed))
+		rig.WaitRecords("the backlog", benchMessages, transporttest.Status(domain.StatusClaimed))
 		total += time.Since(start)
 		b.StopTimer()
 		stopConsumer()

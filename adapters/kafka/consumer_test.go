@@ -35,7 +35,7 @@ func TestConsumerRestartResumesFromCommittedOffset(t *testing.T) {
 		rig.Approve(op)
 	}
 	stop := consume(rig, brokers, "w1")
-	rig.WaitRecords("the first claims", len(first), status(domain.StatusClaimed))
+	rig.WaitRecords("the first claims", len(first), transporttest.Status(domain.StatusClaimed))
 	stop() // graceful: what was handled is committed before the member leaves
 
 	later := []domain.OperationID{"OP-4", "OP-5"}
@@ -44,7 +44,7 @@ func TestConsumerRestartResumesFromCommittedOffset(t *testing.T) {
 	}
 	consume(rig, brokers, "w2")
 	rig.WaitRecords("the later claims", len(later), func(r transporttest.Record) bool {
-		return r.Worker == "w2" && status(domain.StatusClaimed)(r)
+		return r.Worker == "w2" && transporttest.Status(domain.StatusClaimed)(r)
 	})
 	var seen []domain.OperationID
 	for _, r := range rig.Find(func(r transporttest.Record) bool { return r.Worker == "w2" }) {
@@ -53,31 +53,8 @@ func TestConsumerRestartResumesFromCommittedOffset(t *testing.T) {
 	slices.Sort(seen)
 	require.Equal(t, later, seen, "w2 resumed after the committed offsets: nothing handled twice")
 	for _, op := range append(first, later...) {
-		once(t, rig, op)
+		rig.Once(op)
 	}
-}
-
-// The broker loses a commit (the connection drops on OffsetCommit): the
-// partition is read again from the last committed offset, and the copy is a
-// DuplicateDelivery with no second provider request.
-func TestRedeliveryAfterUncommittedOffsetIsDuplicate(t *testing.T) {
-	t.Parallel()
-	c, brokers := cluster(t)
-	rig := transporttest.New(t)
-	c.ControlKey(kmsg.OffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		return nil, fmt.Errorf("commit lost"), true // closes the connection; handled once
-	})
-	rig.Go("relay", rig.Relay("refund-requests", publisher(t, brokers), transport.SelectRefundRequests, nil).Run)
-	rig.Approve("OP-4471")
-	consume(rig, brokers, "w1")
-
-	dup := rig.WaitRecords("the redelivery", 1, status(domain.StatusDuplicateDelivery))
-	claims := rig.Find(status(domain.StatusClaimed))
-	require.Len(t, claims, 1)
-	require.Equal(t, claims[0].MessageID, dup[0].MessageID)
-	require.Equal(t, claims[0].Origin, dup[0].Origin, "the same message at the same offset")
-	require.False(t, dup[0].Disposition.Result.Executed)
-	once(t, rig, "OP-4471")
 }
 
 // A rebalance between two members of one group (one joins mid-stream, then
@@ -113,7 +90,7 @@ func TestRebalanceLosesNothingRefundsNothingTwice(t *testing.T) {
 	}
 	claimedOps := func() map[domain.OperationID]int {
 		n := map[domain.OperationID]int{}
-		for _, r := range rig.Find(status(domain.StatusClaimed)) {
+		for _, r := range rig.Find(transporttest.Status(domain.StatusClaimed)) {
 			n[r.OperationID]++
 		}
 		return n
@@ -123,53 +100,34 @@ func TestRebalanceLosesNothingRefundsNothingTwice(t *testing.T) {
 		rig.Approve(op)
 	}
 	stopW1 := consume(rig, brokers, "w1")
-	rig.WaitRecords("w1 working", 1, status(domain.StatusClaimed))
+	rig.WaitRecords("w1 working", 1, transporttest.Status(domain.StatusClaimed))
 	consume(rig, brokers, "w2") // joins: the group rebalances
 	for _, op := range waves[1] {
 		rig.Approve(op)
 	}
-	rig.WaitRecords("waves 1 and 2", len(waves[0])+len(waves[1]), status(domain.StatusClaimed))
+	rig.WaitRecords("waves 1 and 2", len(waves[0])+len(waves[1]), transporttest.Status(domain.StatusClaimed))
 	stopW1() // leaves: w2 takes every partition
 	for _, op := range waves[2] {
 		rig.Approve(op)
 	}
-	rig.WaitRecords("all waves", len(waves[0])+len(waves[1])+len(waves[2]), status(domain.StatusClaimed))
+	rig.WaitRecords("all waves", len(waves[0])+len(waves[1])+len(waves[2]), transporttest.Status(domain.StatusClaimed))
 
 	byOp := claimedOps()
 	for _, wave := range waves {
 		for _, op := range wave {
 			require.Equal(t, 1, byOp[op], "%s claimed once", op)
-			once(t, rig, op)
+			rig.Once(op)
 		}
 	}
 	for _, w := range []string{"w1", "w2"} {
-		require.NotEmpty(t, rig.Find(func(r transporttest.Record) bool { return r.Worker == w && status(domain.StatusClaimed)(r) }), "%s handled a share", w)
+		require.NotEmpty(t, rig.Find(func(r transporttest.Record) bool {
+			return r.Worker == w && transporttest.Status(domain.StatusClaimed)(r)
+		}), "%s handled a share", w)
 	}
 	// Whatever a rebalance redelivered was absorbed by the inbox.
 	for _, r := range rig.Records() {
 		require.Contains(t, []domain.ClaimStatus{domain.StatusClaimed, domain.StatusDuplicateDelivery}, r.Disposition.Result.Claim.Status)
 	}
-}
-
-// A relay that dies after publishing, before its checkpoint, publishes the
-// same message id again; the worker's inbox absorbs the copy.
-func TestRelayCrashAfterPublishIsAbsorbed(t *testing.T) {
-	t.Parallel()
-	_, brokers := cluster(t)
-	rig := transporttest.New(t)
-	rig.Approve("OP-1")
-	pub, checks := transporttest.CrashAfterPublish(publisher(t, brokers), rig.Checks, 1)
-	relay := rig.Relay("refund-requests", pub, transport.SelectRefundRequests, checks)
-	rig.Go("relay", relay.Run)
-	rig.Poll("two publications", func() bool { return relay.Published() >= 2 })
-	consume(rig, brokers, "w1")
-
-	rig.WaitRecords("the copy", 1, status(domain.StatusDuplicateDelivery))
-	msgs := topic(t, brokers, transport.TopicRefundRequests)
-	require.Len(t, msgs, 2)
-	require.Equal(t, header(msgs[0], transport.HeaderMessageID), header(msgs[1], transport.HeaderMessageID))
-	require.Len(t, rig.Find(status(domain.StatusClaimed)), 1)
-	once(t, rig, "OP-1")
 }
 
 // A slow provider call holds up only its own partition: while one
@@ -210,7 +168,7 @@ func TestSlowProviderCallBlocksOnlyItsPartition(t *testing.T) {
 		t.Fatal("the slow call never reached the provider")
 	}
 	rig.WaitRecords("the other partitions", len(others), func(r transporttest.Record) bool {
-		return status(domain.StatusClaimed)(r) && r.OperationID != slow && r.OperationID != next
+		return transporttest.Status(domain.StatusClaimed)(r) && r.OperationID != slow && r.OperationID != next
 	})
 	require.Empty(t, rig.Find(func(r transporttest.Record) bool { return r.OperationID == next || r.OperationID == slow }),
 		"the slow partition is still on its first message")
@@ -218,10 +176,10 @@ func TestSlowProviderCallBlocksOnlyItsPartition(t *testing.T) {
 
 	rig.World.Sim.Release()
 	rig.WaitRecords("the slow partition", 2, func(r transporttest.Record) bool {
-		return status(domain.StatusClaimed)(r) && (r.OperationID == next || r.OperationID == slow)
+		return transporttest.Status(domain.StatusClaimed)(r) && (r.OperationID == next || r.OperationID == slow)
 	})
 	for _, op := range append([]domain.OperationID{slow, next}, slices.Collect(maps.Values(others))...) {
-		once(t, rig, op)
+		rig.Once(op)
 	}
 }
 
@@ -266,7 +224,7 @@ func TestCommitOnlyAfterTheResultIsRecorded(t *testing.T) {
 	}
 	member := consumer(t, brokers, "w1", rig.SetAside)
 	rig.Go("consumer", func(ctx context.Context) error { return member.Consume(ctx, handle) })
-	claimed := rig.WaitRecords("the claim", 1, status(domain.StatusClaimed))
+	claimed := rig.WaitRecords("the claim", 1, transporttest.Status(domain.StatusClaimed))
 	want := []string{"retry", "recorded Claimed", fmt.Sprintf("commit %s/%d@1", transport.TopicRefundRequests, claimed[0].Origin.Partition)}
 	rig.Poll("the commit", func() bool {
 		mu.Lock()
@@ -276,7 +234,7 @@ func TestCommitOnlyAfterTheResultIsRecorded(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, want, events)
 	mu.Unlock()
-	once(t, rig, "OP-1")
+	rig.Once("OP-1")
 }
 
 // A relay whose brokers cannot be reached (serve --kafka-brokers

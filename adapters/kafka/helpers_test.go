@@ -11,10 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"opledger/adapters/kafka"
-	"opledger/adapters/provider/sim"
 	"opledger/adapters/transport"
 	"opledger/adapters/transport/transporttest"
-	"opledger/domain"
 	"opledger/domain/setaside"
 )
 
@@ -120,15 +118,4 @@ func partitionOf(key string) int {
 		ps[i] = i
 	}
 	return kafkago.Murmur2Balancer{}.Balance(kafkago.Message{Key: []byte(key)}, ps...)
-}
-
-func status(s domain.ClaimStatus) func(transporttest.Record) bool {
-	return func(r transporttest.Record) bool {
-		return r.Disposition.Handled && r.Disposition.Result.Claim.Status == s
-	}
-}
-
-func once(t *testing.T, rig *transporttest.Rig, op domain.OperationID) {
-	t.Helper()
-	require.Equal(t, sim.Counters{RequestsReceived: 1, RefundsCreated: 1}, rig.Counters(op), "simulator ledger for %s", op)
 }

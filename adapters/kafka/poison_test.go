@@ -133,9 +133,9 @@ func TestPoisonedMessageIsDeadLetteredAndItsPartitionMovesOn(t *testing.T) {
 	member := consumer(t, brokers, "w1", rig.SetAside, policy(4, 20*time.Millisecond))
 	rig.Go("consumer", func(ctx context.Context) error { return member.Consume(ctx, rig.Handler("w1")) })
 
-	rig.WaitRecords("every healthy claim", len(p.healthy()), status(domain.StatusClaimed))
+	rig.WaitRecords("every healthy claim", len(p.healthy()), transporttest.Status(domain.StatusClaimed))
 	for _, op := range p.healthy() {
-		once(t, rig, op)
+		rig.Once(op)
 	}
 	require.Equal(t, sim.Counters{}, rig.Counters(poisoned))
 	records := rig.Records()
@@ -218,13 +218,13 @@ func TestAttemptCountSurvivesARestart(t *testing.T) {
 
 	consume(rig, brokers, "w2", policy(5, 20*time.Millisecond))
 	rig.WaitRecords("the message behind the poison", 1, by("w2", func(r transporttest.Record) bool {
-		return r.OperationID == p.after && status(domain.StatusClaimed)(r)
+		return r.OperationID == p.after && transporttest.Status(domain.StatusClaimed)(r)
 	}))
 	require.Len(t, rig.Find(by("w2", isPoison)), 3, "the second member went on from two, to five")
 	requireExhausted(t, deadLetters(t, rig, brokers, 1)[0], 5, failed[0].Origin)
 	requireCleared(t, rig, failed[0].Origin)
 	for _, op := range p.healthy() {
-		once(t, rig, op)
+		rig.Once(op)
 	}
 }
 
@@ -283,7 +283,7 @@ func TestAttemptCountSurvivesARebalance(t *testing.T) {
 	stopFirst() // the leave's rebalance: every partition moves to the second
 
 	rig.WaitRecords("the message behind the poison", 1, by("w2", func(r transporttest.Record) bool {
-		return r.OperationID == p.after && status(domain.StatusClaimed)(r)
+		return r.OperationID == p.after && transporttest.Status(domain.StatusClaimed)(r)
 	}))
 	failed := rig.Find(isPoison)
 	require.Len(t, rig.Find(by("w1", isPoison)), 2)
@@ -291,6 +291,6 @@ func TestAttemptCountSurvivesARebalance(t *testing.T) {
 	requireExhausted(t, deadLetters(t, rig, brokers, 1)[0], 5, failed[0].Origin)
 	requireCleared(t, rig, failed[0].Origin)
 	for _, op := range p.healthy() {
-		once(t, rig, op)
+		rig.Once(op)
 	}
 }

@@ -68,7 +68,7 @@ func TestKilledWorkerPartitionsResume(t *testing.T) {
 	}
 	claimed := func() map[domain.OperationID][]transporttest.Record {
 		out := map[domain.OperationID][]transporttest.Record{}
-		for _, r := range rig.Find(status(domain.StatusClaimed)) {
+		for _, r := range rig.Find(transporttest.Status(domain.StatusClaimed)) {
 			out[r.OperationID] = append(out[r.OperationID], r)
 		}
 		return out
@@ -77,7 +77,7 @@ func TestKilledWorkerPartitionsResume(t *testing.T) {
 	for _, op := range before {
 		rig.Approve(op)
 	}
-	rig.WaitRecords("the first wave", len(before), status(domain.StatusClaimed))
+	rig.WaitRecords("the first wave", len(before), transporttest.Status(domain.StatusClaimed))
 
 	members[victim].kill()
 	killed := time.Now()
@@ -88,14 +88,14 @@ func TestKilledWorkerPartitionsResume(t *testing.T) {
 	// Bounded (transporttest.WaitTimeout, 20 s): the dead worker's
 	// partitions move once its session (6 s) lapses; with kafka-go's 30 s
 	// session they would not have moved within the bound.
-	rig.WaitRecords("every refund requested after the kill", len(before)+len(after), status(domain.StatusClaimed))
+	rig.WaitRecords("every refund requested after the kill", len(before)+len(after), transporttest.Status(domain.StatusClaimed))
 	byOp := claimed()
 	var lastOnVictimParts time.Duration
 	for _, op := range after {
 		rs := byOp[op]
 		require.Len(t, rs, 1, "%s claimed once, within 25 s of the kill", op)
 		require.NotEqual(t, victim, rs[0].Worker, "%s: the dead worker handled nothing", op)
-		once(t, rig, op)
+		rig.Once(op)
 		for _, p := range victimParts {
 			if rs[0].Origin.Partition == p {
 				lastOnVictimParts = max(lastOnVictimParts, rs[0].At.Sub(killed))
@@ -104,7 +104,7 @@ func TestKilledWorkerPartitionsResume(t *testing.T) {
 	}
 	for _, op := range before {
 		require.Len(t, byOp[op], 1)
-		once(t, rig, op)
+		rig.Once(op)
 	}
 	t.Logf("worker %s killed owning partitions %v; its partitions' refunds were made by the others %s after the kill (defaults: heartbeat %s, session %s, rebalance %s)",
 		victim, victimParts, lastOnVictimParts.Round(100*time.Millisecond), kafka.DefaultHeartbeatInterval, kafka.DefaultSessionTimeout, kafka.DefaultRebalanceTimeout)

@@ -41,7 +41,7 @@ func BenchmarkRelayPostgresWorkerLedger(b *testing.B) {
 		start := time.Now()
 		stopRelay := rig.Go("relay", relay.Run)
 		stopConsumer := rig.Go("consumer", func(ctx context.Context) error { return q.Consume(ctx, h) })
-		rig.WaitRecords("the backlog", benchMessages, status(domain.StatusClaimed))
+		rig.WaitRecords("the backlog", benchMessages, transporttest.Status(domain.StatusClaimed))
 		total += time.Since(start)
 		b.StopTimer()
 		stopConsumer()
@@ -83,7 +83,7 @@ func BenchmarkWorkerWithoutTransport(b *testing.B) {
 		}
 		total += time.Since(start)
 		b.StopTimer()
-		require.Len(b, rig.Find(status(domain.StatusClaimed)), benchMessages)
+		require.Len(b, rig.Find(transporttest.Status(domain.StatusClaimed)), benchMessages)
 	}
 	b.ReportMetric(float64(b.N*benchMessages)/total.Seconds(), "msgs/s")
 }

@@ -57,9 +57,9 @@ func TestPoisonedMessageWaitsWhileOtherKeysFlow(t *testing.T) {
 	poisonedWorld(t, rig, q, healthy)
 	rig.Go("consume", func(ctx context.Context) error { return q.Consume(ctx, rig.Handler("w1")) })
 
-	rig.WaitRecords("the healthy claims", len(healthy), status(domain.StatusClaimed))
+	rig.WaitRecords("the healthy claims", len(healthy), transporttest.Status(domain.StatusClaimed))
 	for _, op := range healthy {
-		once(t, rig, op)
+		rig.Once(op)
 	}
 	failed := rig.WaitRecords("the poisoned request's first attempt", 1, isPoison)
 	require.Equal(t, transport.ActionRetry, failed[0].Disposition.Action)
@@ -95,7 +95,7 @@ func TestPoisonedMessageIsDeadLetteredAfterMaxAttempts(t *testing.T) {
 	require.Equal(t, transport.ActionDeadLetter, behind[0].Disposition.Action, "it is bad input itself")
 	require.Len(t, rig.Find(isPoison), 3, "attempted MaxAttempts times, no more")
 	for _, op := range healthy {
-		once(t, rig, op)
+		rig.Once(op)
 	}
 	require.Equal(t, sim.Counters{}, rig.Counters("OP-POISON"))
 
@@ -154,8 +154,8 @@ func TestOutageIsNotCountedAgainstTheMessage(t *testing.T) {
 		return dispatch(ctx, in)
 	}
 	rig.Go("consume", func(ctx context.Context) error { return q.Consume(ctx, handle) })
-	rig.WaitRecords("the claim after the outage", 1, status(domain.StatusClaimed))
-	once(t, rig, "OP-1")
+	rig.WaitRecords("the claim after the outage", 1, transporttest.Status(domain.StatusClaimed))
+	rig.Once("OP-1")
 	rig.Poll("acknowledged", func() bool {
 		msgs, err := q.ListTopic(t.Context(), transport.TopicRefundRequests, 0, 10)
 		require.NoError(t, err)

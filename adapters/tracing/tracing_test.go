@@ -11,9 +11,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"opledger/adapters/harness"
 	"opledger/adapters/provider/sim"
 	"opledger/adapters/tracing"
-	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"opledger/cmd/opledger/harness"
+	"opledger/adapters/harness"
 	"opledger/domain/audit"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"

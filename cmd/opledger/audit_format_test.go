@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"opledger/cmd/opledger/harness"
+	"opledger/adapters/harness"
 	"opledger/domain/audit"
 	"opledger/eventstore/postgres/pgtest"
 )

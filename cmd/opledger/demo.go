@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opledger/cmd/opledger/harness"
+	"opledger/adapters/harness"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/audit"
 	"opledger/domain/recovery"

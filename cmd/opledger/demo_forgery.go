@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opledger/cmd/opledger/harness"
+	"opledger/adapters/harness"
 	"opledger/domain/audit"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"

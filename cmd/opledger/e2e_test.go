@@ -112,7 +112,7 @@ func newSystem(t *testing.T) *system {
 	t.Helper()
 	// The reconciler is off: it would (rightly) resend a lapsed execution's
 	// request under its key, and these tests count requests from workers.
-	// The reconciler is proven by the scenario tests in cmd/opledger/harness.
+	// The reconciler is proven by the scenario tests in adapters/harness.
 	return newSystemWith(t, "--disable", "reconciler")
 }
 

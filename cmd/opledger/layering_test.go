@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -70,5 +71,35 @@ func TestClientImportsOnlyTheStandardLibrary(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+	require.Empty(t, found)
+}
+
+// Nothing below cmd imports cmd: adapters, their tests and the tools
+// depend on the ports and the adapters, and the CLI composes them. The test
+// world (adapters/harness) and serve's roles (adapters/roles) live among
+// the adapters for that reason.
+func TestNothingBelowCmdImportsCmd(t *testing.T) {
+	t.Parallel()
+	var found []string
+	for _, dir := range []string{"../../adapters", "../../domain", "../../eventstore", "../../projections", "../../scripts", "../../client"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+				return err
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			for _, imp := range f.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, "opledger/cmd/") {
+					found = append(found, path+" imports "+p)
+				}
+			}
+			return nil
+		})
+		if !os.IsNotExist(err) {
+			require.NoError(t, err)
+		}
+	}
 	require.Empty(t, found)
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/harness"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
-	"opledger/cmd/opledger/harness"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"
 	"opledger/eventstore/postgres/pgtest"

@@ -15,11 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"opledger/adapters/harness"
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/roles"
 	"opledger/adapters/transport"
-	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/worker"

@@ -1,9 +1,14 @@
-// Package transporttest wires a refund world (cmd/opledger/harness: the ledger
-// on a real Postgres store, the provider simulator over HTTP) to the
-// transport's pieces for end-to-end tests of either transport: relays with
+// Package transporttest is the transport conformance suite and its rig.
+// Run(t, features, newTransport) runs the contract every transport keeps
+// (transport.Source, Publisher, DeadLetterQueue, with the relay and the
+// worker's inbox) against one transport; adapters/kafka and
+// adapters/pgqueue pass it, each with a constructor and the Features that
+// state their real differences, in watermill's manner. The Rig wires a
+// refund world (adapters/harness: the ledger on a real Postgres store, the
+// provider simulator over HTTP) to the transport's pieces: relays with
 // checkpoints in a fresh transport schema, dispatchers for named workers,
 // and a recorder of every disposition. Assertions about effects go to the
-// simulator's ledger (Counters), never to a status flag alone.
+// simulator's ledger (Once, Counters), never to a status flag alone.
 package transporttest
 
 import (
@@ -18,10 +23,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/harness"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/provider/sim"
 	"opledger/adapters/transport"
-	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/codec"
 	"opledger/domain/setaside"

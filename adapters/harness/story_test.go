@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"opledger/cmd/opledger/harness"
+	"opledger/adapters/harness"
 	"opledger/domain"
 	"opledger/domain/audit"
 	"opledger/eventstore"

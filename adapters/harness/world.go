@@ -5,10 +5,10 @@
 // clock that also drives the simulator's — and holds the demo's script (the
 // refund story, the export story) with its test doubles (CrashAfterClaim).
 // `opledger demo` links it into the binary; the scenario tests here, the
-// console's and the transport's tests (transporttest) use it. It lives under
-// cmd/opledger, beside the binary it is part of, and not under internal/:
-// the adapters' tests import it. It holds no logic of its own beyond wiring
-// and the stories' steps.
+// console's and the transport's tests (transporttest) use it. It lives
+// beside the adapters, whose tests import it, so that nothing below cmd
+// imports cmd; serve's roles come from adapters/roles, as serve's do. It
+// holds no logic of its own beyond wiring and the stories' steps.
 package harness
 
 import (

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/harness"
 	"opledger/adapters/provider"
 	"opledger/adapters/provider/sim"
-	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/worker"

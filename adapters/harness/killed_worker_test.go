@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/harness"
 	"opledger/adapters/provider"
 	"opledger/adapters/provider/sim"
-	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"opledger/cmd/opledger/harness"
+	"opledger/adapters/harness"
 	"opledger/eventstore"
 	"opledger/eventstore/kurrent"
 	"opledger/eventstore/kurrent/kurrenttest"

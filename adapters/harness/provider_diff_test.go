@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"opledger/adapters/harness"
 	"opledger/adapters/provider"
-	"opledger/cmd/opledger/harness"
 	"opledger/domain"
 	"opledger/domain/audit"
 	"opledger/eventstore/memory"
