@@ -21,6 +21,7 @@ import (
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/setaside"
@@ -136,7 +137,7 @@ func newServed(t *testing.T) *served {
 	require.NoError(t, err)
 	s.deadLetter = s.deadLetterOfTheStory()
 
-	checks, err := pgqueue.NewCheckpoints(pool, transportSchema)
+	checks, err := pgstate.NewCheckpoints(pool, transportSchema)
 	require.NoError(t, err)
 	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: s.queue, SetAside: stack.SetAside, Logger: quiet})
 	require.NoError(t, err)

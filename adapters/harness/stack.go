@@ -12,8 +12,10 @@ import (
 
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
 	"opledger/adapters/roles"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/eventstore"
 	"opledger/projections"
 )
@@ -26,7 +28,7 @@ type Stack struct {
 	Index     *projections.Index
 	// SetAside keeps the roles' failing items in the transport schema, as
 	// serve does; pass it to the World's sweeper and reconciler.
-	SetAside *pgqueue.SetAside
+	SetAside *pgsetaside.Store
 	Courier  *SourceCourier
 
 	cancel  context.CancelFunc
@@ -57,10 +59,10 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	if _, err := projections.Migrate(ctx, pool, viewSchema); err != nil {
 		return nil, err
 	}
-	if _, err := pgqueue.Migrate(ctx, pool, transportSchema); err != nil {
+	if _, err := pgstate.Migrate(ctx, pool, transportSchema); err != nil {
 		return nil, err
 	}
-	failing, err := pgqueue.NewSetAside(pool, transportSchema)
+	failing, err := pgsetaside.New(pool, transportSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +92,7 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 		}
 		src, pub = q, q
 	}
-	checks, err := pgqueue.NewCheckpoints(pool, transportSchema)
+	checks, err := pgstate.NewCheckpoints(pool, transportSchema)
 	if err != nil {
 		closeAll(closers)
 		return nil, err
