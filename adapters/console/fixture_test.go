@@ -18,6 +18,7 @@ import (
 	"opledger/adapters/captoken"
 	"opledger/adapters/console"
 	"opledger/adapters/harness"
+	"opledger/adapters/harness/pgstack"
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
@@ -114,7 +115,7 @@ func newServed(t *testing.T) *served {
 	quiet := slog.New(slog.DiscardHandler)
 
 	// Thursday and Friday through the relay, the queue and the read models.
-	stack, err := harness.StartPostgresStack(ctx, pool, store, harness.StackOptions{ViewSchema: viewSchema, TransportSchema: transportSchema, Logger: quiet})
+	stack, err := pgstack.Start(ctx, pool, store, pgstack.Options{ViewSchema: viewSchema, TransportSchema: transportSchema, Logger: quiet})
 	require.NoError(t, err)
 	s.world, err = harness.New(harness.Options{Store: store, ClientAttempts: 1, Logger: quiet, Index: stack.Index, SetAside: stack.SetAside})
 	require.NoError(t, err)
