@@ -160,37 +160,6 @@ func mustEncode(t *testing.T, e Event) []byte {
 	return data
 }
 
-// TestLateEvidenceOnlyFromTheHolderOfItsOwnUnknown: the holder's late
-// result is refused while its execution still runs or once it ended, and a
-// secret of another execution of the operation holds nothing on this one.
-func TestLateEvidenceOnlyFromTheHolderOfItsOwnUnknown(t *testing.T) {
-	f := leased(t, false)
-	late := func(secret string, at time.Time) ([]Event, error) {
-		return f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secret, Outcome: Completed}, at)
-	}
-	ev, err := late(secretOf("EXE-1"), t0)
-	requireReason(t, err, ReasonExecutionNotUnknown)
-	f.record(ev)
-	f.apply(f.op.RecordOutcome(RecordOutcome{ExecutionID: "EXE-1", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1"), Outcome: NotApplied}, t0))
-	f.allow("DEC-2", "")
-	f.issue("CAP-2", t0)
-	f.claim("MSG-2", "CAP-2", "EXE-2", t0)
-	f.apply(f.op.LapseLease(LapseLease{ExecutionID: "EXE-2"}, t0.Add(DefaultLeaseDuration)))
-	// EXE-1's holder knows EXE-2's id and epoch: it holds nothing there.
-	ev, err = f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-2", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-1"), Outcome: NotApplied}, t0.Add(DefaultLeaseDuration))
-	requireReason(t, err, ReasonLeaseNotHeld)
-	require.Equal(t, SecretWrong, ev[0].(WriteRefused).SecretCheck)
-	f.record(ev)
-	require.Equal(t, ExecUnknown, f.op.Execution("EXE-2").State)
-	// Its own, once ended, takes no late evidence either.
-	ev, err = late(secretOf("EXE-1"), t0.Add(DefaultLeaseDuration))
-	requireReason(t, err, ReasonExecutionNotUnknown)
-	require.Len(t, ev, 1)
-	// The holder of EXE-2 resolves it, once.
-	f.apply(f.op.RecordLateOutcome(RecordLateOutcome{ExecutionID: "EXE-2", LeaseEpoch: 1, LeaseSecret: secretOf("EXE-2"), Outcome: Completed, ProviderReference: "re_2"}, t0.Add(DefaultLeaseDuration)))
-	require.Equal(t, ExecCompleted, f.op.Execution("EXE-2").State)
-}
-
 // TestUnboundExecutionAcceptsNoExecutorWrite: an execution claimed before
 // leases were bound to their holder (a Claimed without a digest) accepts no
 // executor write, whatever it presents; its lease still lapses to Unknown

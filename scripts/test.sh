@@ -2,8 +2,10 @@
 # The test command: makes sure PostgreSQL is reachable (starting the system's
 # cluster if it is down), creates a fresh database for this run, runs
 # `go test -race ./...` against it, and drops the database afterwards; then
-# the simulator's sweep (2000 schedules), its planted bugs, and
-# scripts/chaos.sh --short on real processes (skipped with GO_TEST_FLAGS).
+# the simulator's sweep (2000 schedules), its planted bugs,
+# scripts/chaos.sh --short on real processes, and scripts/failover.sh --short
+# (the database machine lost, synchronous and asynchronous standby; skipped
+# with GO_TEST_FLAGS).
 #
 #   DATABASE_URL  server to use (default postgres://postgres@127.0.0.1:5432/postgres)
 #                 the database named in it is only used to create the run's own
@@ -14,6 +16,9 @@
 #   OPLEDGER_NPM_TOOLS  where npm's tools are kept between runs (default
 #                 ~/.cache/opledger/npm-tools): @redocly/cli and mermaid
 #   python3       the Python client's tests need it (installed with apt-get when missing)
+#   patroni, etcd scripts/failover.sh runs its cluster under them (Debian's patroni and
+#                 etcd-server, installed with apt-get when missing; without them: plain
+#                 streaming replication); OPLEDGER_NO_HA_INSTALL=1 never installs them
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -128,6 +133,19 @@ if ! command -v python3 >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; t
     echo "test.sh: apt-get could not install python3" >&2
 fi
 export OPLEDGER_REQUIRE_PYTHON=1 # a missing python3 fails those tests, never skips them
+# scripts/failover.sh (at the end) runs its primary and standby under
+# Patroni with etcd, as docs/operations.md recommends: Debian's patroni and
+# etcd-server (about 40 MB with their Python modules), installed with
+# apt-get when missing and apt-get can be used. Without them it runs plain
+# streaming replication promoted with pg_ctl, and says which ran.
+if ! { command -v patroni && command -v etcd; } >/dev/null 2>&1 && [ "${OPLEDGER_NO_HA_INSTALL:-}" != 1 ] &&
+  command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then
+  sudo_n=""
+  [ "$(id -u)" = 0 ] || sudo_n="sudo -n"
+  echo "test.sh: no patroni/etcd; installing Debian's patroni and etcd-server for scripts/failover.sh (apt-get)" >&2
+  { $sudo_n apt-get update -qq && $sudo_n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patroni etcd-server; } >&2 ||
+    echo "test.sh: apt-get could not install patroni and etcd-server; scripts/failover.sh runs plain streaming replication" >&2
+fi
 
 go vet ./...
 # shellcheck disable=SC2086
@@ -138,10 +156,13 @@ go test -race -count=1 -timeout 15m ${GO_TEST_FLAGS:-} ./...
 # above sweeps 150 under it, for races): the seed is printed, and
 # OPLEDGER_SIM_SEED=... reproduces the sweep. Then its teeth: each known bug,
 # planted alone (a -tags simbugs build), is caught. Then the same checks on
-# real processes, short (under 2 minutes).
+# real processes, short (under 2 minutes), and the loss of the database
+# machine with a synchronous and an asynchronous standby (docs/operations.md,
+# "High availability"; about 3 minutes).
 if [ -z "${GO_TEST_FLAGS:-}" ]; then
   OPLEDGER_SIM_SCHEDULES=${OPLEDGER_SIM_SCHEDULES:-2000} \
     go test -count=1 -timeout 10m -run '^TestSweep$' -v ./adapters/simworld/ | grep -E '^(--- |ok|FAIL|PASS|panic| +sweep_test)'
   go test -tags simbugs -count=1 -timeout 10m -run '^(TestPlantedBugs|TestSimCommandReportsAViolation)$' ./adapters/simworld/ ./cmd/opledger/
   scripts/chaos.sh --short
+  scripts/failover.sh --short
 fi

@@ -171,3 +171,22 @@ func (c *Console) release(w http.ResponseWriter, r *http.Request, v *visit) erro
 	redirectBack(w, r, "", "/ui/health")
 	return nil
 }
+
+// endSessions: POST /ui/sessions/end {csrf, token}: every open console
+// session of the token whose SHA-256 (hex) is token ends, on every
+// instance; its cookies are refused from the next request on.
+func (c *Console) endSessions(w http.ResponseWriter, r *http.Request, v *visit) error {
+	digest := strings.TrimSpace(r.PostForm.Get("token"))
+	if len(digest) != 64 || strings.Trim(digest, "0123456789abcdef") != "" {
+		return badRequest("token must be a token's SHA-256 in hex, as the health page's form sends it")
+	}
+	n, err := c.cfg.Sessions.EndToken(r.Context(), digest, v.who.Name, c.cfg.Now())
+	if err != nil {
+		return err
+	}
+	c.cfg.Logger.InfoContext(r.Context(), "console: sessions of a token ended", "token", "sha256:"+digest[:12], "sessions", n,
+		"role", v.who.Role, "actor", v.who.Name)
+	c.setFlash(w, r, fmt.Sprintf("Ended %d console sessions of token sha256:%s… (by %s).", n, digest[:12], v.who.Name))
+	http.Redirect(w, r, "/ui/health#h-sessions", http.StatusSeeOther)
+	return nil
+}

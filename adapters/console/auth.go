@@ -2,7 +2,9 @@ package console
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,11 +16,25 @@ var (
 	errNoSession      = errors.New("no session cookie")
 	errSessionExpired = errors.New("session expired")
 	errTokenRevoked   = errors.New("the session's token is no longer known")
+	errSessionEnded   = errors.New("the session was ended")
 )
+
+// rateLimited is a request over its token's rate: 429, as the API answers.
+type rateLimited struct{ wait time.Duration }
+
+func (e *rateLimited) Error() string { return "over the token's rate" }
+
+// sessionsUnavailable is a session store that cannot be read: 503, the
+// cookie kept (an outage signs nobody out, and lets nobody in).
+type sessionsUnavailable struct{ err error }
+
+func (e *sessionsUnavailable) Error() string { return e.err.Error() }
 
 // visitor opens r's session cookie and authenticates its token again, so a
 // token removed from the tokens file (or given another role) takes effect
-// on the next request.
+// on the next request; counts the request against the token's rate; and
+// asks the session store whether the session is still open, so a sign-out
+// on any instance ends it.
 func (c *Console) visitor(r *http.Request) (*visit, error) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil || ck.Value == "" {
@@ -28,19 +44,55 @@ func (c *Console) visitor(r *http.Request) (*visit, error) {
 	if err := c.seal.open(sessionCookie, ck.Value, &s); err != nil || s.Version != 1 || s.ID == "" {
 		return nil, errCookieRefused
 	}
-	if c.cfg.Now().Unix() >= s.Expires {
+	now := c.cfg.Now()
+	if now.Unix() >= s.Expires {
 		return nil, errSessionExpired
 	}
 	who, known := c.cfg.Tokens.Authenticate(s.Token)
 	if !known || !mayRead(who.Role) {
 		return nil, errTokenRevoked
 	}
+	if err := c.takeRate(s.Token); err != nil {
+		return nil, err
+	}
+	active, err := c.cfg.Sessions.Active(r.Context(), s.ID, now)
+	if err != nil {
+		return nil, &sessionsUnavailable{err: err}
+	}
+	if !active {
+		return nil, errSessionEnded
+	}
 	return &visit{who: who, sess: s, csrf: c.seal.csrf("session", s.ID)}, nil
+}
+
+// takeRate counts one request of token against its rate (the API's
+// per-token limit, shared with it).
+func (c *Console) takeRate(token string) error {
+	if c.cfg.RateLimit == nil {
+		return nil
+	}
+	if ok, wait := c.cfg.RateLimit(token); !ok {
+		return &rateLimited{wait: wait}
+	}
+	return nil
 }
 
 // refuseSession answers a request whose session cookie cannot be used: the
 // cookie is cleared and the visitor asked to sign in again (401).
 func (c *Console) refuseSession(w http.ResponseWriter, r *http.Request, err error) {
+	var limited *rateLimited
+	var down *sessionsUnavailable
+	switch {
+	case errors.As(err, &limited):
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(limited.wait.Seconds()))), 10))
+		c.fail(w, r, nil, http.StatusTooManyRequests, "Too many requests",
+			"This token is over its rate (the API's per-token limit, which the console's requests count against). Wait a moment and retry.")
+		return
+	case errors.As(err, &down):
+		c.cfg.Logger.ErrorContext(r.Context(), "console: the session store cannot be read", "err", down.err)
+		c.fail(w, r, nil, http.StatusServiceUnavailable, "Unavailable", "The sessions cannot be checked (the database is unreachable). Retry.")
+		return
+	}
 	c.clearCookie(w, r, sessionCookie)
 	msg := "You are not signed in. Sign in with your role's bearer token."
 	switch {
@@ -51,6 +103,9 @@ func (c *Console) refuseSession(w http.ResponseWriter, r *http.Request, err erro
 		msg = "Your session has expired. Sign in again."
 	case errors.Is(err, errTokenRevoked):
 		msg = "The token this session was opened with is no longer accepted. Sign in with a current one."
+	case errors.Is(err, errSessionEnded):
+		msg = "This session was ended (signed out, or ended by an operator). Sign in again."
+		c.cfg.Logger.WarnContext(r.Context(), "console: a cookie of an ended session refused", "path", r.URL.Path)
 	}
 	c.fail(w, r, nil, http.StatusUnauthorized, "Session refused", msg)
 }
@@ -127,6 +182,10 @@ func (c *Console) signinSubmit(w http.ResponseWriter, r *http.Request) {
 		c.signinPage(w, r, http.StatusUnauthorized, next, "That token is not known to this server.")
 		return
 	}
+	if err := c.takeRate(token); err != nil {
+		c.refuseSession(w, r, err)
+		return
+	}
 	id, err := randomID()
 	if err != nil {
 		c.error(w, r, nil, err)
@@ -138,14 +197,24 @@ func (c *Console) signinSubmit(w http.ResponseWriter, r *http.Request) {
 		c.error(w, r, nil, err)
 		return
 	}
+	if err := c.cfg.Sessions.Open(r.Context(), SessionRecord{ID: id, TokenDigest: tokenDigest(token), Principal: who.Name, Role: string(who.Role),
+		IssuedAt: time.Unix(now.Unix(), 0).UTC(), ExpiresAt: time.Unix(now.Add(c.cfg.SessionTTL).Unix(), 0).UTC()}); err != nil {
+		c.refuseSession(w, r, &sessionsUnavailable{err: err})
+		return
+	}
 	c.clearCookie(w, r, signinCookie)
 	c.setCookie(w, r, sessionCookie, sealed, c.cfg.SessionTTL)
 	c.cfg.Logger.InfoContext(r.Context(), "console: signed in", "role", who.Role, "actor", who.Name, "session", id[:8])
 	redirectBack(w, r, next, "/ui/operations")
 }
 
-// signout: POST /ui/signout {csrf}: the session cookie is cleared.
+// signout: POST /ui/signout {csrf}: the session is ended in the store (on
+// every instance: a copy of the cookie is refused after) and its cookie
+// cleared.
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, v *visit) error {
+	if err := c.cfg.Sessions.End(r.Context(), v.sess.ID, v.who.Name, c.cfg.Now()); err != nil {
+		return err
+	}
 	c.clearCookie(w, r, sessionCookie)
 	c.cfg.Logger.InfoContext(r.Context(), "console: signed out", "role", v.who.Role, "actor", v.who.Name, "session", v.sess.ID[:8])
 	http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)

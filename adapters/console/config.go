@@ -87,6 +87,14 @@ type Config struct {
 	SetAside setaside.Store
 	// Health feeds the health page.
 	Health Health
+	// Sessions keeps the sessions: a cookie is honoured only while its
+	// session is open there. Give every instance behind one address the
+	// same store (NewPostgresSessions). Required.
+	Sessions SessionStore
+	// RateLimit counts one request of a bearer token against its rate and
+	// says whether it may go on and, if not, how long until it may (serve:
+	// the API's per-token limit, httpapi.Server.TakeRequest). nil: no limit.
+	RateLimit func(token string) (allowed bool, retryAfter time.Duration)
 	// SessionKey seals the cookies and keys the CSRF tokens (at least
 	// MinKeyLength bytes). Give every instance behind one address the same
 	// key; default: a random key per process (sessions end with it).
@@ -131,6 +139,8 @@ func (c *Config) validate() error {
 		return errors.New("console config: Ledger is required")
 	case c.Tokens == nil:
 		return errors.New("console config: Tokens is required")
+	case c.Sessions == nil:
+		return errors.New("console config: Sessions is required")
 	case c.SessionTTL < time.Minute || c.SessionTTL > MaxSessionTTL:
 		return fmt.Errorf("console config: SessionTTL %s outside [1m, %s]", c.SessionTTL, MaxSessionTTL)
 	case c.SessionKey != nil && len(c.SessionKey) < MinKeyLength:

@@ -64,6 +64,10 @@ type served struct {
 	t     *testing.T
 	url   string
 	pool  *pgxpool.Pool
+	// viewSchema holds the read models, signer signs capabilities: to
+	// serve variants of the API.
+	viewSchema string
+	signer     *captoken.Signer
 	world *harness.World
 	queue *pgqueue.Queue
 	reads *projections.Reads
@@ -167,10 +171,14 @@ func newServed(t *testing.T) *served {
 	tokens, err := httpapi.ParseTokens(strings.NewReader(tokenFile), "tokens")
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(s.logs, nil))
+	s.viewSchema, s.signer = viewSchema, signer
 	api, err := httpapi.New(httpapi.Config{Ledger: s.world.Ledger, Signer: signer, Tokens: tokens, ReadModels: pool, Schema: viewSchema,
 		ProjectionLag: projector.Lag, SetAside: stack.SetAside, Logger: log})
 	require.NoError(t, err)
+	sessions, err := console.NewPostgresSessions(pool, transportSchema)
+	require.NoError(t, err)
 	s.cfg = console.Config{
+		Sessions: sessions, RateLimit: api.TakeRequest,
 		Reads: s.reads, Ledger: s.world.Ledger, Tokens: tokens, DeadLetters: s.queue, SetAside: stack.SetAside, Logger: log,
 		SessionKey: bytes.Repeat([]byte{9}, console.MinKeyLength), Refresh: time.Second,
 		Health: console.Health{

@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"slices"
 
 	"opledger/adapters/httpapi"
 
@@ -23,7 +24,21 @@ type healthView struct {
 	HasItems    bool
 	Items       []setaside.Item
 	ItemsErr    string
+	// Sessions are the console sessions open now, by token.
+	Sessions    []tokenSessions
+	SessionsErr string
 }
+
+// tokenSessions are the open console sessions of one token.
+type tokenSessions struct {
+	Digest, Short string // the token's SHA-256 (hex), and its first 12 digits
+	Principal     string
+	Role          string
+	Sessions      []SessionRecord
+}
+
+// maxSessionsShown bounds the open sessions listed.
+const maxSessionsShown = 200
 
 // health: GET /ui/health, the event store's replication, the projector's
 // and relays' lag, each role's state, and the loops' failing and set-aside
@@ -57,6 +72,19 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error
 			vw.ItemsErr = err.Error()
 		}
 		vw.Items = items
+	}
+	sessions, err := c.cfg.Sessions.List(ctx, c.cfg.Now(), maxSessionsShown)
+	if err != nil {
+		vw.SessionsErr = err.Error()
+	}
+	for _, s := range sessions {
+		i := slices.IndexFunc(vw.Sessions, func(t tokenSessions) bool { return t.Digest == s.TokenDigest })
+		if i < 0 {
+			vw.Sessions = append(vw.Sessions, tokenSessions{Digest: s.TokenDigest, Short: s.TokenDigest[:min(12, len(s.TokenDigest))],
+				Principal: s.Principal, Role: s.Role})
+			i = len(vw.Sessions) - 1
+		}
+		vw.Sessions[i].Sessions = append(vw.Sessions[i].Sessions, s)
 	}
 	c.render(w, r, v, http.StatusOK, "health", "Health", "health", vw)
 	return nil

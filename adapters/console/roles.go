@@ -13,14 +13,18 @@ const (
 	ActRevoke   Action = "revoke"   // withdraw unused authority (POST /v1/capabilities/{id}/revoke)
 	ActResubmit Action = "resubmit" // republish dead letters under new message ids (opledger dlq resubmit)
 	ActRelease  Action = "release"  // let a loop try a set-aside item again (POST /v1/set-aside/release)
+	// ActEndSessions ends every console session of a token, on every
+	// instance (the console's own: sessions are the console's).
+	ActEndSessions Action = "end-sessions"
 )
 
 // May reports whether role may take action. The matrix is the API's:
-// operators resolve, revoke, resubmit and release; every other role
+// operators resolve, revoke, resubmit and release (and end a token's
+// console sessions); every other role
 // (auditors, analysts, agents, workers) reads only.
 func May(role httpapi.Role, a Action) bool {
 	switch a {
-	case ActResolve, ActRevoke, ActResubmit, ActRelease:
+	case ActResolve, ActRevoke, ActResubmit, ActRelease, ActEndSessions:
 		return role == httpapi.RoleOperator
 	}
 	return false

@@ -161,3 +161,21 @@ func rateLimited(who Principal, wait time.Duration, cfg RateLimit) *apiError {
 		message: fmt.Sprintf("token of %s %s is over its rate (%g requests per second, bursts of %d): retry after %d s",
 			who.Role, who.Name, cfg.PerSecond, cfg.Burst, secs)}
 }
+
+// TakeRequest counts one request of token against its rate, as every
+// request of the API is counted, and says whether it may go on and, if
+// not, how long until it may: for handlers mounted beside the API (the
+// console) whose requests carry the token another way. An unknown token is
+// not counted (its request is refused as unauthenticated anyway).
+func (s *Server) TakeRequest(token string) (allowed bool, retryAfter time.Duration) {
+	who, digest, known := s.cfg.Tokens.authenticate(token)
+	if !known {
+		return true, 0
+	}
+	allowed, wait := s.limiter.allow(digest)
+	if !allowed {
+		s.cfg.Metrics.rateLimited.WithLabelValues(string(who.Role)).Inc()
+		return false, max(wait, time.Second)
+	}
+	return true, 0
+}

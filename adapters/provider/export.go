@@ -25,15 +25,12 @@ const (
 // strict: a record it cannot read is an error wrapping
 // audit.ErrMalformedExport that names the line and the field, never skipped.
 func ExportReader(provider string, r io.Reader) (audit.ProviderExport, error) {
-	api := provider
+	name := provider
 	if p, ok := BuiltinProfile(provider); ok {
-		api = p.API
+		name = p.API
 	}
-	switch api {
-	case APIStripe:
-		return StripeExport(r), nil
-	case APIMeridian:
-		return MeridianExport(r), nil
+	if a, ok := apiNamed(name); ok {
+		return a.Export(r), nil
 	}
 	shown, _ := domain.EvidenceText(provider, domain.MaxProfileNameLength)
 	return nil, fmt.Errorf("no export reader for provider %q: want a profile (%s) or an api (%s)",

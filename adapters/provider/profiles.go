@@ -4,41 +4,25 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"opledger/domain"
 )
 
-// The built-in profiles: what each provider documents, as data. A profile
-// file (ParseProfileFile) states the same fields for a provider not listed
-// here.
-var (
-	// StripeV1: Stripe API v1 semantics. Keys kept 24 h; a saved response is
-	// replayed even when it was an error, so a new attempt needs a new key;
-	// refunds can be searched by metadata operation_id.
-	StripeV1 = domain.ProviderProfile{
-		Name: "stripe-v1", API: APIStripe, KeyRetention: 24 * time.Hour, ReplaysSavedErrors: true,
-		ReferenceField: metaOperationID, KeyPolicy: domain.KeyPerAttempt,
-	}
-	// StripeV2: Stripe API v2 semantics. Keys kept 30 days; a request that
-	// failed without effect is executed again under the same key, so a new
-	// attempt reuses it; searchable by metadata operation_id.
-	StripeV2 = domain.ProviderProfile{
-		Name: "stripe-v2", API: APIStripe, KeyRetention: 30 * 24 * time.Hour, ReexecutesFailed: true,
-		ReferenceField: metaOperationID, KeyPolicy: domain.KeyReuseFirst,
-	}
-	// Meridian: the Meridian refund-requests API. Request ids kept 7 days; a
-	// request that failed without effect is executed again under its id, but
-	// a declined refund is kept under it, so a new attempt takes a new key;
-	// no search by our reference, but a refund request can be retrieved by
-	// the request id (the idempotency key) it was made under.
-	Meridian = domain.ProviderProfile{
-		Name: "meridian", API: APIMeridian, KeyRetention: 7 * 24 * time.Hour, ReexecutesFailed: true,
-		RetrieveByKey: true, KeyPolicy: domain.KeyPerAttempt,
-	}
-)
+// builtins are the built-in profiles: what each provider documents, as
+// data, from the APIs' descriptors (api_*.go). A profile file
+// (ParseProfileFile) states the same fields for a provider not listed.
+var builtins = builtinProfiles()
 
-var builtins = []domain.ProviderProfile{StripeV1, StripeV2, Meridian}
+func builtinProfiles() []domain.ProviderProfile {
+	var out []domain.ProviderProfile
+	for _, a := range apis {
+		out = append(out, a.Profiles...)
+	}
+	return out
+}
+
+// BuiltinProfiles lists the built-in profiles, API by API.
+func BuiltinProfiles() []domain.ProviderProfile { return slices.Clone(builtins) }
 
 // BuiltinProfile returns the built-in profile named name.
 func BuiltinProfile(name string) (domain.ProviderProfile, bool) {

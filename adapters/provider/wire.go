@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
 
@@ -50,36 +49,4 @@ func statusVerdict(status int, described string) readVerdict {
 		err:       fmt.Errorf("%s", described),
 		retryable: status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500,
 	}
-}
-
-// The wire adapters opledger has, by the name a profile's API field gives.
-const (
-	// APIStripe is a Stripe-style refunds API: POST /v1/refunds, form
-	// bodies, Idempotency-Key, lookup by a metadata key.
-	APIStripe = "stripe"
-	// APIMeridian is the Meridian refund-requests API: POST
-	// /v3/refund-requests, JSON bodies, Meridian-Request-Id, retrieve by
-	// request id, no search by our reference.
-	APIMeridian = "meridian"
-)
-
-// APIs lists the wire adapters' names.
-var APIs = []string{APIStripe, APIMeridian}
-
-// newWire returns the wire adapter p names, refusing a profile that claims
-// a read its API does not have.
-func newWire(p domain.ProviderProfile) (wire, error) {
-	switch p.API {
-	case APIStripe:
-		if p.RetrieveByKey {
-			return nil, fmt.Errorf("profile %s: api %s offers no retrieve by idempotency key", p.Name, p.API)
-		}
-		return stripeWire{referenceKey: cmp.Or(p.ReferenceField, metaOperationID), lookup: p.ReferenceField != ""}, nil
-	case APIMeridian:
-		if p.ReferenceField != "" {
-			return nil, fmt.Errorf("profile %s: api %s offers no lookup by our reference (it does not search merchant references)", p.Name, p.API)
-		}
-		return meridianWire{retrieve: p.RetrieveByKey}, nil
-	}
-	return nil, fmt.Errorf("profile %s: unknown api %q (known: %v)", p.Name, p.API, APIs)
 }

@@ -4,15 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/url"
-	"path"
 	"strconv"
 	"syscall"
 	"time"
@@ -61,7 +58,7 @@ func (n *network) RoundTrip(req *http.Request) (*http.Response, error) {
 	if n.p.dead.Load() {
 		return nil, errRefused
 	}
-	what, op, key := describeRequest(req, body)
+	what, op, key := n.w.sim.Describe(req, body)
 	trace := httptrace.ContextClientTrace(ctx)
 	if n.w.inject(n.p, FaultNetDialRefused, "%s %s", n.name, what) {
 		return nil, errRefused
@@ -163,37 +160,6 @@ func (n *network) deliver(ctx context.Context, t *thread, req *http.Request, bod
 		return nil, errReset
 	}
 	return rec.response(req), nil
-}
-
-// describeRequest names a request for the trace: what it asks, its
-// operation, its key. It reads both APIs: Stripe's (form body, our reference
-// in metadata, Idempotency-Key, lookup by reference) and Meridian's (JSON
-// body, merchantReference, Meridian-Request-Id, retrieve by request id).
-func describeRequest(req *http.Request, body []byte) (what, op, key string) {
-	key = cmpOr(req.Header.Get("Idempotency-Key"), req.Header.Get("Meridian-Request-Id"))
-	if req.Method == http.MethodPost {
-		if form, err := url.ParseQuery(string(body)); err == nil && form.Has("metadata[operation_id]") {
-			op = form.Get("metadata[operation_id]")
-		} else {
-			var m struct {
-				MerchantReference string `json:"merchantReference"`
-			}
-			_ = json.Unmarshal(body, &m)
-			op = m.MerchantReference
-		}
-		return fmt.Sprintf("create %s key %s", op, key), op, key
-	}
-	if op = req.URL.Query().Get("operation_id"); op != "" {
-		return "lookup " + op, op, ""
-	}
-	return "retrieve " + path.Base(req.URL.Path), "", ""
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // recorder is the handler's side of an exchange: an http.ResponseWriter

@@ -101,7 +101,7 @@ func newWorld(ctx context.Context, spec Spec, opts Options, store eventstore.Sto
 	}
 	w.s = newSched(w)
 	w.swarm = newSwarm(w.rng, spec.Faults)
-	profiles := []domain.ProviderProfile{provider.StripeV1, provider.StripeV2, provider.Meridian}
+	profiles := provider.BuiltinProfiles()
 	w.profile = profiles[w.rng.intn(len(profiles))]
 	cfg, err := sim.ConfigFor(w.profile)
 	if err != nil {

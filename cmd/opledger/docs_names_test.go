@@ -20,7 +20,8 @@ import (
 // name settings, flags, metrics, commands, scripts and PostgreSQL's own
 // names; each must be real, so that the advice cannot drift from the code:
 // an opledger variable or flag is in the settings catalogue (a flag after
-// `opledger CMD` is one CMD takes), a metric is registered somewhere in
+// `opledger CMD` is one CMD takes, after `scripts/X.sh` one the script
+// parses), a metric is registered somewhere in
 // the code, a command exists, a script exists, a compose profile is in
 // docker-compose.yml, and what the replication probe asks PostgreSQL is
 // named by the section that explains it.
@@ -80,8 +81,19 @@ func TestOperatorSectionsNameWhatExists(t *testing.T) {
 				}
 				continue
 			}
+			script := ""
+			if sc := scriptName.FindString(span); sc != "" && strings.HasPrefix(span, sc) {
+				raw, err := os.ReadFile(filepath.Join(root, sc))
+				if err == nil {
+					script = string(raw)
+				}
+			}
 			for _, f := range flagName.FindAllStringSubmatch(span, -1) {
 				switch {
+				case script != "":
+					if !strings.Contains(script, "--"+f[1]+")") {
+						problems = append(problems, where+": names `"+span+"`, a flag the script does not take")
+					}
 				case f[1] == "help":
 				case cmd != "":
 					if _, ok := helpOf[cmd]; !ok {
@@ -138,6 +150,17 @@ func TestHighAvailabilityNamesWhatTheProbeAsks(t *testing.T) {
 	for _, name := range []string{"pg_stat_replication", "sync_state", "sync", "quorum", "pg_read_all_stats"} {
 		require.Contains(t, string(probe), name, "the probe asks %s", name)
 		require.True(t, named(name), "the section names %s", name)
+	}
+	// The Patroni settings it recommends are the ones failover.sh runs
+	// with and docker-compose.yml configures.
+	script, err := os.ReadFile(filepath.Join(root, "scripts/failover.sh"))
+	require.NoError(t, err)
+	compose, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	require.NoError(t, err)
+	for _, key := range []string{"synchronous_mode", "maximum_lag_on_failover", "ttl", "loop_wait"} {
+		require.True(t, named(key), "the section names Patroni's %s", key)
+		require.Contains(t, string(script), key+":", "scripts/failover.sh sets %s", key)
+		require.Contains(t, string(compose), key+":", "docker-compose.yml sets %s", key)
 	}
 	urls := regexp.MustCompile("`(postgres://[^`]*target_session_attrs=read-write[^`]*)`").FindAllStringSubmatch(text, -1)
 	require.NotEmpty(t, urls, "the section shows the multi-host DATABASE_URL")

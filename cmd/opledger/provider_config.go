@@ -61,9 +61,10 @@ func loadProfileFile(path string) (domain.ProviderProfile, error) {
 }
 
 // newProviderClient is the provider client of serve and worker: the
-// profile's wire adapter at PROVIDER_URL.
-func newProviderClient(profile domain.ProviderProfile, url string, log *slog.Logger, observer provider.Observer) (*provider.Client, error) {
-	c, err := provider.New(provider.Config{Profile: profile, BaseURL: url, Logger: log, Observer: observer})
+// profile's wire adapter at PROVIDER_URL, keeping an idle connection for
+// each of the calls its role makes at once.
+func newProviderClient(profile domain.ProviderProfile, url string, calls int, log *slog.Logger, observer provider.Observer) (*provider.Client, error) {
+	c, err := provider.New(provider.Config{Profile: profile, BaseURL: url, Concurrency: calls, Logger: log, Observer: observer})
 	if err != nil {
 		return nil, fmt.Errorf("PROVIDER_URL: %w", err)
 	}
@@ -77,12 +78,13 @@ func newProviderClient(profile domain.ProviderProfile, url string, log *slog.Log
 // one.
 
 // newExportClient is the export-delivery client of serve and worker, or nil
-// when no URL is set.
-func newExportClient(url string, log *slog.Logger, observer provider.Observer) (*provider.ExportClient, error) {
+// when no URL is set; it keeps an idle connection for each of the calls its
+// role makes at once.
+func newExportClient(url string, calls int, log *slog.Logger, observer provider.Observer) (*provider.ExportClient, error) {
 	if url == "" {
 		return nil, nil
 	}
-	c, err := provider.NewExportClient(provider.Config{BaseURL: url, Logger: log, Observer: observer})
+	c, err := provider.NewExportClient(provider.Config{BaseURL: url, Concurrency: calls, Logger: log, Observer: observer})
 	if err != nil {
 		return nil, fmt.Errorf("EXPORT_DELIVERY_URL: %w", err)
 	}

@@ -111,11 +111,12 @@ func projectorHealth(p *projections.Projector) func(context.Context) error {
 // export-delivery service's clients, traced; each round a span (the parent
 // of its provider reads and ledger commands) and metrics.
 func reconcilerConfig(s serveSettings, metrics *httpapi.Metrics, tp trace.TracerProvider, log *slog.Logger) (*recovery.ReconcilerConfig, error) {
-	client, err := newProviderClient(s.profile, s.providerURL, log, metrics)
+	// The reconciler asks the provider one call at a time.
+	client, err := newProviderClient(s.profile, s.providerURL, 1, log, metrics)
 	if err != nil {
 		return nil, err
 	}
-	exports, err := newExportClient(s.exportURL, log, metrics)
+	exports, err := newExportClient(s.exportURL, 1, log, metrics)
 	if err != nil {
 		return nil, err
 	}

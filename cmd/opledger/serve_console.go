@@ -100,8 +100,14 @@ func (f *consoleFlags) mount(api *httpapi.Server, d consoleDeps) (func(), error)
 			return out
 		}
 	}
+	sessions, err := console.NewPostgresSessions(d.pool, d.transportSchema)
+	if err != nil {
+		closeDead()
+		return nil, err
+	}
 	ui, err := console.New(console.Config{
 		Reads: reads, Ledger: d.ledger, Tokens: d.tokens, DeadLetters: dead, SetAside: d.setAside, Health: health,
+		Sessions: sessions, RateLimit: api.TakeRequest,
 		SessionKey: f.key, SessionTTL: f.ttl, SecureCookies: f.secure, Logger: d.log,
 	})
 	if err != nil {

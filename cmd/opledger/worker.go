@@ -145,11 +145,13 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 	if err != nil {
 		return err
 	}
-	client, err := newProviderClient(s.profile, s.providerURL, log, nil)
+	// One call at a time per message handled (Kafka: per partition, up to
+	// the same setting's worth kept idle).
+	client, err := newProviderClient(s.profile, s.providerURL, s.concurrency, log, nil)
 	if err != nil {
 		return err
 	}
-	exports, err := newExportClient(s.exportURL, log, nil)
+	exports, err := newExportClient(s.exportURL, s.concurrency, log, nil)
 	if err != nil {
 		return err
 	}

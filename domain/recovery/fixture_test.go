@@ -370,3 +370,32 @@ func (p fixedRetrieve) RetrieveByKey(context.Context, domain.IdempotencyKey) (do
 	}
 	return *p.effect, true, nil
 }
+
+// exports returns a client of the simulator's export-delivery service.
+func (f *fixture) exports() *provider.ExportClient {
+	f.t.Helper()
+	srv := httptest.NewServer(f.sim)
+	f.t.Cleanup(srv.Close)
+	x, err := provider.NewExportClient(provider.Config{BaseURL: srv.URL, MaxAttempts: 1, Timeout: 10 * time.Second, Logger: f.log})
+	require.NoError(f.t, err)
+	return x
+}
+
+// downloads requests an export download of uses uses and issues its
+// capability.
+func (f *fixture) downloads(op domain.OperationID, uses int) domain.CapabilityID {
+	f.t.Helper()
+	_, err := f.h.RequestOperation(f.ctx, domain.RequestOperation{OperationID: op, Kind: domain.KindExportDownload,
+		ExportID: "EXP-" + string(op), CorrelationID: domain.CorrelationID("COR-" + string(op))}, ledger.Cause{Actor: "agent-7"})
+	require.NoError(f.t, err)
+	_, c, err := f.h.DecideAndIssue(f.ctx, op, domain.Decide{Approver: "agent-7", ExportFacts: domain.ExportFacts{ExportReady: true}, Uses: uses},
+		domain.IssueCapability{}, ledger.Cause{Actor: "agent-7"})
+	require.NoError(f.t, err)
+	return c.CapabilityID
+}
+
+func (f *fixture) record(op domain.OperationID, c *domain.Claimed, r domain.EffectResult) {
+	f.t.Helper()
+	require.NoError(f.t, f.h.RecordOutcome(f.ctx, op, domain.RecordOutcome{ExecutionID: c.ExecutionID, LeaseEpoch: 1,
+		LeaseSecret: f.secrets[c.ExecutionID], Outcome: r.Outcome, ProviderReference: r.ProviderReference}, ledger.Cause{Actor: "worker-a"}))
+}

@@ -9,14 +9,17 @@ import (
 	"strconv"
 	"time"
 
+	"opledger/adapters/provider"
 	"opledger/domain"
 )
 
-// Profile selects the provider the simulator models: its API shape (the
-// Stripe-style refunds API or the Meridian refund-requests API) and its
-// idempotency semantics.
+// Profile names the built-in provider profile the simulator models
+// (provider.BuiltinProfiles): its API's shape (the simulator's dialect of
+// it, wire.go) and its idempotency semantics, its key retention included,
+// all taken from the profile.
 type Profile string
 
+// The built-in profiles by name, for callers that pick one.
 const (
 	// ProfileStripeV1 models Stripe API v1: keys kept 24 h, the saved
 	// response replayed even when it was an error.
@@ -31,8 +34,17 @@ const (
 	ProfileMeridian Profile = "meridian"
 )
 
-// Profiles lists the profiles the simulator models.
-var Profiles = []Profile{ProfileStripeV1, ProfileStripeV2, ProfileMeridian}
+// Profiles lists the profiles the simulator models: every built-in one.
+var Profiles = builtinProfiles()
+
+func builtinProfiles() []Profile {
+	names := provider.BuiltinProfileNames()
+	out := make([]Profile, len(names))
+	for i, n := range names {
+		out[i] = Profile(n)
+	}
+	return out
+}
 
 // ParseProfile validates a profile name.
 func ParseProfile(s string) (Profile, error) {
@@ -43,36 +55,39 @@ func ParseProfile(s string) (Profile, error) {
 	return "", fmt.Errorf("unknown provider %s: want one of %v", strconv.Quote(shown), Profiles)
 }
 
-// KeyRetention is how long the profile remembers an idempotency key.
-func (p Profile) KeyRetention() time.Duration {
-	switch p {
-	case ProfileStripeV2:
-		return 30 * 24 * time.Hour
-	case ProfileMeridian:
-		return 7 * 24 * time.Hour
-	}
-	return 24 * time.Hour
+// documented is the built-in profile p names (the zero profile for a name
+// ParseProfile refuses).
+func (p Profile) documented() domain.ProviderProfile {
+	d, _ := provider.BuiltinProfile(string(p))
+	return d
 }
+
+// KeyRetention is how long the profile remembers an idempotency key.
+func (p Profile) KeyRetention() time.Duration { return p.documented().KeyRetention }
 
 // ConfigFor returns the configuration that makes the simulator behave as a
 // provider profile documents: the simulated profile (by name for a built-in
-// one, else by its API and its re-execution semantics), its key retention
-// and the metadata key of our reference. Callers add the clock and logger.
+// one, else the built-in of its API with its re-execution semantics), its
+// key retention and the metadata key of our reference. Callers add the
+// clock and logger.
 func ConfigFor(p domain.ProviderProfile) (Config, error) {
 	c := Config{KeyRetention: p.KeyRetention, ReferenceKey: p.ReferenceField}
 	if named, err := ParseProfile(p.Name); err == nil {
 		c.Profile = named
 		return c, nil
 	}
-	switch {
-	case p.API == "meridian":
-		c.Profile = ProfileMeridian
-	case p.API == "stripe" && p.ReexecutesFailed:
-		c.Profile = ProfileStripeV2
-	case p.API == "stripe":
-		c.Profile = ProfileStripeV1
-	default:
+	var same []domain.ProviderProfile
+	for _, b := range provider.BuiltinProfiles() {
+		if b.API == p.API {
+			same = append(same, b)
+		}
+	}
+	if len(same) == 0 {
 		return Config{}, fmt.Errorf("provider simulator: no simulated provider for profile %s (api %q)", p.Name, p.API)
+	}
+	c.Profile = Profile(same[0].Name)
+	if i := slices.IndexFunc(same, func(b domain.ProviderProfile) bool { return b.ReexecutesFailed == p.ReexecutesFailed }); i >= 0 {
+		c.Profile = Profile(same[i].Name)
 	}
 	if p.KeyRetention == 0 {
 		c.KeyRetention = time.Nanosecond // keys kept no time: every request is new
@@ -141,6 +156,8 @@ func (c *Config) validate() error {
 	var errs []error
 	if _, err := ParseProfile(string(c.Profile)); err != nil {
 		errs = append(errs, err)
+	} else if _, ok := dialects[c.Profile.documented().API]; !ok {
+		errs = append(errs, fmt.Errorf("profile %s: the simulator has no dialect of api %q", c.Profile, c.Profile.documented().API))
 	}
 	if c.ReferenceKey != "" && (len(c.ReferenceKey) > maxMetadataKeyLen || domain.CheckText("reference key", c.ReferenceKey, maxMetadataKeyLen, true) != nil) {
 		errs = append(errs, fmt.Errorf("reference key %q: 1 to %d printable bytes", c.ReferenceKey, maxMetadataKeyLen))

@@ -31,5 +31,6 @@ func (s *Simulator) pruneKeysLocked(now time.Time) { s.keys.forget(now) }
 
 // replaysSavedErrors reports whether a repeated key gets its saved answer
 // whatever it was (stripe-v1), rather than the committed refund's current
-// state or a new execution (stripe-v2, meridian).
-func (s *Simulator) replaysSavedErrors() bool { return s.cfg.Profile == ProfileStripeV1 }
+// state or a new execution (stripe-v2, meridian): the profile's
+// ReplaysSavedErrors.
+func (s *Simulator) replaysSavedErrors() bool { return s.replaysErrors }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -78,7 +79,15 @@ func meridianRefund(r *refund) meridianObject {
 	return o
 }
 
-func (meridianDialect) keyHeader() string    { return "Meridian-Request-Id" }
+func (meridianDialect) keyHeader() string { return "Meridian-Request-Id" }
+
+func (meridianDialect) reference(body []byte, _ string) string {
+	var m struct {
+		MerchantReference string `json:"merchantReference"`
+	}
+	_ = json.Unmarshal(body, &m) // a body it cannot read names no reference
+	return m.MerchantReference
+}
 func (meridianDialect) replayHeader() string { return "Meridian-Replayed" }
 func (meridianDialect) maxKey() int          { return maxMeridianKey }
 

@@ -11,12 +11,14 @@ import (
 // concurrent use; the Go methods and the /_sim endpoints act on the same
 // state.
 type Simulator struct {
-	cfg   Config
-	dia   dialect
-	log   *slog.Logger
-	clock *simClock
-	mux   *http.ServeMux
-	done  chan struct{} // closed by Close
+	cfg Config
+	dia dialect
+	// replaysErrors is the profile's ReplaysSavedErrors.
+	replaysErrors bool
+	log           *slog.Logger
+	clock         *simClock
+	mux           *http.ServeMux
+	done          chan struct{} // closed by Close
 
 	mu                sync.Mutex
 	closed            bool
@@ -46,16 +48,17 @@ func New(cfg Config) (*Simulator, error) {
 		return nil, err
 	}
 	s := &Simulator{
-		cfg:         cfg,
-		dia:         newDialect(cfg.Profile),
-		log:         cfg.Logger.With("component", "provider-sim", "profile", string(cfg.Profile)),
-		clock:       newSimClock(cfg.Clock, cfg.Start),
-		done:        make(chan struct{}),
-		keys:        newKeyStore[*keyRecord](cfg.KeyRetention),
-		refundsByID: make(map[string]*refund),
-		refundsByOp: make(map[string][]*refund),
-		byOperation: make(map[string]*Counters),
-		holds:       newHolds(),
+		cfg:           cfg,
+		dia:           newDialect(cfg.Profile),
+		replaysErrors: cfg.Profile.documented().ReplaysSavedErrors,
+		log:           cfg.Logger.With("component", "provider-sim", "profile", string(cfg.Profile)),
+		clock:         newSimClock(cfg.Clock, cfg.Start),
+		done:          make(chan struct{}),
+		keys:          newKeyStore[*keyRecord](cfg.KeyRetention),
+		refundsByID:   make(map[string]*refund),
+		refundsByOp:   make(map[string][]*refund),
+		byOperation:   make(map[string]*Counters),
+		holds:         newHolds(),
 
 		exportKeys:      newKeyStore[*exportKey](ExportKeyRetention),
 		deliveriesByOp:  make(map[string][]*ExportDelivery),

@@ -59,7 +59,15 @@ type listObject struct {
 	URL     string         `json:"url"`
 }
 
-func (stripeDialect) keyHeader() string    { return "Idempotency-Key" }
+func (stripeDialect) keyHeader() string { return "Idempotency-Key" }
+
+func (stripeDialect) reference(body []byte, referenceKey string) string {
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return ""
+	}
+	return form.Get("metadata[" + referenceKey + "]")
+}
 func (stripeDialect) replayHeader() string { return "Idempotent-Replayed" }
 func (stripeDialect) maxKey() int          { return maxIdempotencyKey }
 

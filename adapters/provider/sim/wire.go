@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+
+	"opledger/adapters/provider"
 )
 
 // refund is one refund the simulator committed. It is never mutated after
@@ -29,6 +31,9 @@ type refund struct {
 type dialect interface {
 	// keyHeader is the request header carrying the idempotency key.
 	keyHeader() string
+	// reference is the merchant's reference (our operation id) a creation
+	// body names, "" when it names none it can read; it refuses nothing.
+	reference(body []byte, referenceKey string) string
 	// maxKey is the longest key the provider takes.
 	maxKey() int
 	// parse decodes a creation body; it returns whatever it could decode
@@ -51,12 +56,16 @@ type dialect interface {
 	exportContentType() string
 }
 
-func newDialect(p Profile) dialect {
-	if p == ProfileMeridian {
-		return meridianDialect{}
-	}
-	return stripeDialect{}
+// dialects are the simulator's own wire code of each provider API, by the
+// API's name (provider.API): a new API's dialect is listed here.
+var dialects = map[string]dialect{
+	provider.APIStripe:   stripeDialect{},
+	provider.APIMeridian: meridianDialect{},
 }
+
+// newDialect is the dialect of the API profile p speaks (Config.validate
+// refused a profile without one).
+func newDialect(p Profile) dialect { return dialects[p.documented().API] }
 
 // Error types and codes the simulator describes errors with (Stripe's
 // vocabulary; the Meridian dialect maps them onto its own).

@@ -51,7 +51,7 @@ var (
 		Env: "OPLEDGER_SCHEMA", Default: projections.DefaultSchema, Arg: "NAME",
 		Help: "schema of the read models analysts query", Check: nonEmpty("a schema name")}
 	TransportSchema = &Setting{Flag: "transport-schema", Env: "OPLEDGER_TRANSPORT_SCHEMA", Default: pgstate.DefaultSchema, Arg: "NAME",
-		Help:  "schema of the transport tables: relay checkpoints, the Postgres queue, resubmissions, the loops' set-aside items",
+		Help:  "schema of the transport tables: relay checkpoints, the Postgres queue, resubmissions, the loops' set-aside items, the console's sessions",
 		Check: nonEmpty("a schema name")}
 
 	// The transport.
