@@ -289,6 +289,8 @@ func (m *batchModel) foldExecutionEvent(d decodedEvent, o *operationRow) error {
 		id = ev.ExecutionID
 	case domain.Escalated:
 		id = ev.ExecutionID
+	case domain.LogRegressed, domain.LogRegressionAcknowledged:
+		return corrupt(d, "%s belongs in %s, never in an operation's stream", d.rec.Type, domain.RegressionStream)
 	default:
 		return fmt.Errorf("%w: %w", errNotFolded, corrupt(d, "event type %T is not folded by the read models", d.event))
 	}

@@ -10,6 +10,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/domain"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 )
 
@@ -32,6 +33,34 @@ func cause(w http.ResponseWriter, v *visit) (ledger.Cause, string) {
 		causation = "UI-" + id[:16]
 	}
 	return ledger.Cause{Actor: v.who.Name, CausationID: causation}, causation
+}
+
+// acknowledge: POST /ui/regressions/acknowledge {csrf, note}: a
+// LogRegressionAcknowledged naming the signed-in operator, as POST
+// /v1/regressions/acknowledge records it.
+func (c *Console) acknowledge(w http.ResponseWriter, r *http.Request, v *visit) error {
+	m := c.cfg.Health.Regressions
+	if m == nil {
+		return &pageError{status: http.StatusNotFound, heading: "No regression stream here", message: "This console follows no regression stream."}
+	}
+	note := strings.TrimSpace(r.PostForm.Get("note"))
+	if note == "" {
+		return badRequest("note is required: say what was done (the lost effects' escalations read, the provider checked)")
+	}
+	ack, err := m.Acknowledge(r.Context(), v.who.Name, note)
+	if errors.Is(err, regression.ErrNothingToAcknowledge) {
+		c.setFlash(w, r, "No log regression is unacknowledged.")
+		redirectBack(w, r, "", "/ui/health")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.cfg.Logger.InfoContext(r.Context(), "console: log regressions acknowledged", "regressions", ack.Regressions, "through", ack.Through,
+		"actor", v.who.Name, "role", v.who.Role)
+	c.setFlash(w, r, fmt.Sprintf("%d log regressions acknowledged by %s.", ack.Regressions, v.who.Name))
+	redirectBack(w, r, "", "/ui/health")
+	return nil
 }
 
 // resolve: POST /ui/executions/{id}/resolve {csrf, outcome, provider_reference,

@@ -11,6 +11,7 @@ import (
 	"opledger/adapters/httpapi"
 	"opledger/adapters/transport"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
 	"opledger/projections"
@@ -63,6 +64,10 @@ type Health struct {
 	// Replication reports the event store's replication as last checked,
 	// as /readyz does (no I/O).
 	Replication func() httpapi.Replication
+	// Regressions follows the regression stream: the page raises the alarm
+	// of a log regression no operator acknowledged, and an operator
+	// acknowledges it there.
+	Regressions *regression.Monitor
 }
 
 // Config configures a Console. Zero values take defaults.

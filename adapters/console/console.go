@@ -77,6 +77,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("POST /ui/dead-letters/resubmit", c.form(ActResubmit, c.resubmit))
 	c.mux.HandleFunc("POST /ui/set-aside/release", c.form(ActRelease, c.release))
 	c.mux.HandleFunc("POST /ui/sessions/end", c.form(ActEndSessions, c.endSessions))
+	c.mux.HandleFunc("POST /ui/regressions/acknowledge", c.form(ActAcknowledge, c.acknowledge))
 }
 
 // ServeHTTP sets the console's security headers and routes r.

@@ -25,8 +25,10 @@ import (
 	"opledger/adapters/transport/pgstate"
 	"opledger/domain"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/domain/worker"
+	"opledger/eventstore"
 	"opledger/eventstore/postgres/pgtest"
 	"opledger/projections"
 )
@@ -61,18 +63,18 @@ const (
 // letter carrying the story's spent authority and a failing item, all
 // served by the HTTP API with the console mounted, as serve mounts it.
 type served struct {
-	t     *testing.T
-	url   string
-	pool  *pgxpool.Pool
+	t    *testing.T
+	url  string
+	pool *pgxpool.Pool
 	// viewSchema holds the read models, signer signs capabilities: to
 	// serve variants of the API.
 	viewSchema string
 	signer     *captoken.Signer
-	world *harness.World
-	queue *pgqueue.Queue
-	reads *projections.Reads
-	srv   *httptest.Server
-	cfg   console.Config // the console's, to serve variants of it
+	world      *harness.World
+	queue      *pgqueue.Queue
+	reads      *projections.Reads
+	srv        *httptest.Server
+	cfg        console.Config // the console's, to serve variants of it
 	// tlsTransport trusts a TLS variant's certificate.
 	tlsTransport http.RoundTripper
 	logs         *syncBuffer
@@ -82,6 +84,10 @@ type served struct {
 	// letter's id.
 	escalated  domain.ExecutionID
 	deadLetter string
+	// store is the event store; regressions the monitor of its regression
+	// stream the health page reads.
+	store       eventstore.Store
+	regressions *regression.Monitor
 }
 
 // workerResult is what a worker did with a delivery.
@@ -115,7 +121,9 @@ func newServed(t *testing.T) *served {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	store := pgtest.OpenMigrated(t, url, storeSchema)
-	s := &served{t: t, url: url, pool: pool, logs: &syncBuffer{}}
+	s := &served{t: t, url: url, pool: pool, logs: &syncBuffer{}, store: store}
+	s.regressions, err = regression.NewMonitor(regression.MonitorConfig{Store: store})
+	require.NoError(t, err)
 	quiet := slog.New(slog.DiscardHandler)
 
 	// Thursday and Friday through the relay, the queue and the read models.
@@ -182,6 +190,7 @@ func newServed(t *testing.T) *served {
 		Reads: s.reads, Ledger: s.world.Ledger, Tokens: tokens, DeadLetters: s.queue, SetAside: stack.SetAside, Logger: log,
 		SessionKey: bytes.Repeat([]byte{9}, console.MinKeyLength), Refresh: time.Second,
 		Health: console.Health{
+			Regressions:   s.regressions,
 			ProjectionLag: projector.Lag,
 			Roles: func(context.Context) []httpapi.RoleStatus {
 				since := s.world.Clock.Now()

@@ -6,6 +6,7 @@ import (
 
 	"opledger/adapters/httpapi"
 
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/projections"
 )
@@ -14,6 +15,10 @@ import (
 const maxSetAsideShown = 100
 
 type healthView struct {
+	// HasRegressions: a regression monitor runs here; Regressions is what
+	// it read last.
+	HasRegressions bool
+	Regressions    regression.Status
 	// Replication is nil when nothing checks it beside this console.
 	Replication *httpapi.Replication
 	HasLag      bool
@@ -40,13 +45,18 @@ type tokenSessions struct {
 // maxSessionsShown bounds the open sessions listed.
 const maxSessionsShown = 200
 
-// health: GET /ui/health, the event store's replication, the projector's
-// and relays' lag, each role's state, and the loops' failing and set-aside
-// items.
+// health: GET /ui/health, a log regression no operator acknowledged (with
+// the acknowledgement form for operators), the event store's replication,
+// the projector's and relays' lag, each role's state, and the loops'
+// failing and set-aside items.
 func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error {
 	ctx := r.Context()
 	vw := healthView{}
 	h := c.cfg.Health
+	if h.Regressions != nil {
+		_ = h.Regressions.Refresh(ctx) // a failed read keeps the last status, with its error
+		vw.HasRegressions, vw.Regressions = true, h.Regressions.Status()
+	}
 	if h.Replication != nil {
 		r := h.Replication()
 		vw.Replication = &r

@@ -16,6 +16,9 @@ const (
 	// ActEndSessions ends every console session of a token, on every
 	// instance (the console's own: sessions are the console's).
 	ActEndSessions Action = "end-sessions"
+	// ActAcknowledge records that the log regressions recorded so far were
+	// seen (POST /v1/regressions/acknowledge).
+	ActAcknowledge Action = "acknowledge"
 )
 
 // May reports whether role may take action. The matrix is the API's:
@@ -24,7 +27,7 @@ const (
 // (auditors, analysts, agents, workers) reads only.
 func May(role httpapi.Role, a Action) bool {
 	switch a {
-	case ActResolve, ActRevoke, ActResubmit, ActRelease, ActEndSessions:
+	case ActResolve, ActRevoke, ActResubmit, ActRelease, ActEndSessions, ActAcknowledge:
 		return role == httpapi.RoleOperator
 	}
 	return false

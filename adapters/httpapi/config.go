@@ -15,6 +15,7 @@ import (
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/projections"
 )
@@ -97,6 +98,11 @@ type Config struct {
 	// caller's, from a W3C traceparent header); the ledger's spans are its
 	// children. Default: a no-op provider.
 	Tracing trace.TracerProvider
+	// Regressions follows the regression stream: GET /v1/regressions, POST
+	// /v1/regressions/acknowledge, the alarm in /readyz and
+	// opledger_log_regression_unacknowledged. Optional (the endpoints
+	// answer 404 without it).
+	Regressions *regression.Monitor
 }
 
 func (c *Config) setDefaults() {

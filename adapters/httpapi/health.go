@@ -16,13 +16,29 @@ type statusResponse struct {
 }
 
 // readyResponse is /readyz's body: the overall status, each background
-// role, and (when not ready) the error every 503 of this API carries.
+// role, the alarms a person must look at, and (when not ready) the error
+// every 503 of this API carries.
 type readyResponse struct {
 	Status      string       `json:"status"`
 	Roles       []RoleStatus `json:"roles"`
 	Replication *Replication `json:"replication,omitempty"`
+	Alarms      []Alarm      `json:"alarms"`
 	Error       *errorDetail `json:"error,omitempty"`
 }
+
+// Alarm is something /readyz reports without failing: the server works,
+// but a person must look (a log regression no operator acknowledged).
+type Alarm struct {
+	// Kind names it: AlarmLogRegression, or another role's.
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+	// Since is when it was raised, when known.
+	Since *time.Time `json:"since,omitempty"`
+}
+
+// AlarmLogRegression: a log regression is recorded that no operator has
+// acknowledged (GET /v1/regressions).
+const AlarmLogRegression = "log-regression"
 
 // healthz: GET /healthz, no token. 200 while the process serves HTTP;
 // it checks nothing else (a liveness probe must not restart a server whose
@@ -70,13 +86,33 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			reasons = append(reasons, "replication required: "+r.Detail)
 		}
 	}
+	alarms := s.alarms(ctx)
 	if len(reasons) > 0 {
 		e := &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, message: "not ready: " + strings.Join(reasons, "; "), retryAfter: "1"}
 		requestInfoFrom(r.Context()).err = e
-		data, _ := encodeBody(readyResponse{Status: "not-ready", Roles: roles, Replication: repl, Error: &errorDetail{Code: e.code, Message: e.message}})
+		data, _ := encodeBody(readyResponse{Status: "not-ready", Roles: roles, Replication: repl, Alarms: alarms, Error: &errorDetail{Code: e.code, Message: e.message}})
 		writeJSON(w, e.status, http.Header{"Retry-After": {e.retryAfter}}, data)
 		return
 	}
-	data, _ := encodeBody(readyResponse{Status: "ready", Roles: roles, Replication: repl})
+	data, _ := encodeBody(readyResponse{Status: "ready", Roles: roles, Replication: repl, Alarms: alarms})
 	writeJSON(w, http.StatusOK, nil, data)
+}
+
+// alarms are what /readyz reports without failing: a log regression no
+// operator acknowledged (the server dropped what it remembered and serves
+// from what the store holds; a person must look at what was lost), and
+// Status.Alarms'. Never nil.
+func (s *Server) alarms(ctx context.Context) []Alarm {
+	out := []Alarm{}
+	if m := s.cfg.Regressions; m != nil {
+		_ = m.Refresh(ctx) // a failed read keeps the last status
+		if st := m.Status(); st.Alarm() {
+			since := st.Recent[len(st.Recent)-1].NoticedAt.UTC() // the oldest kept
+			out = append(out, Alarm{Kind: AlarmLogRegression, Detail: st.Summary(), Since: &since})
+		}
+	}
+	if s.cfg.Status.Alarms != nil {
+		out = append(out, s.cfg.Status.Alarms(ctx)...)
+	}
+	return out
 }

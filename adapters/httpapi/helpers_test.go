@@ -21,6 +21,7 @@ import (
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/eventstore/postgres"
 	"opledger/eventstore/postgres/pgtest"
 	"opledger/projections"
@@ -64,6 +65,9 @@ type env struct {
 	api     *httpapi.Server
 	srv     *httptest.Server
 	metrics *httpapi.Metrics
+	// regressions follows the regression stream the handler's recorder
+	// writes.
+	regressions *regression.Monitor
 	// secrets are the lease secrets claims made by execute returned.
 	secrets map[domain.ExecutionID]string
 }
@@ -77,7 +81,12 @@ func newEnv(t *testing.T, tune func(*httpapi.Config)) *env {
 		secrets: map[domain.ExecutionID]string{}}
 	_, err := projections.Migrate(t.Context(), e.pool, schema)
 	require.NoError(t, err)
-	e.h, err = ledger.New(ledger.Config{Store: store, Clock: e.clock, AppendRetryBackoff: time.Millisecond})
+	e.metrics = httpapi.NewMetrics()
+	recorder, err := regression.NewRecorder(regression.RecorderConfig{Store: store, Noticer: "serve", Clock: e.clock, OnNoticed: e.metrics.ObserveRegression})
+	require.NoError(t, err)
+	e.regressions, err = regression.NewMonitor(regression.MonitorConfig{Store: store, Clock: e.clock})
+	require.NoError(t, err)
+	e.h, err = ledger.New(ledger.Config{Store: store, Clock: e.clock, AppendRetryBackoff: time.Millisecond, Regressions: recorder})
 	require.NoError(t, err)
 	e.signer, err = captoken.NewSigner(bytes.Repeat([]byte{42}, captoken.SeedSize))
 	require.NoError(t, err)
@@ -93,10 +102,9 @@ func newEnv(t *testing.T, tune func(*httpapi.Config)) *env {
 	require.NoError(t, p.Start(context.WithoutCancel(t.Context())))
 	t.Cleanup(func() { require.NoError(t, p.Stop()) })
 
-	e.metrics = httpapi.NewMetrics()
 	cfg := httpapi.Config{
 		Ledger: e.h, Signer: e.signer, Tokens: e.tokens, ReadModels: e.pool, Schema: schema,
-		TestClock: e.clock, Metrics: e.metrics, ProjectionLag: p.Lag,
+		TestClock: e.clock, Metrics: e.metrics, ProjectionLag: p.Lag, Regressions: e.regressions,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 		// Tests that hammer an endpoint must not meet the wall-clock rate
 		// limit; the rate-limit tests set their own, on an injected clock.

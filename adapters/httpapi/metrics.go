@@ -51,6 +51,9 @@ type Metrics struct {
 	deadLetters     *prometheus.GaugeVec
 	setAside        *prometheus.GaugeVec
 	replication     replicationGauges
+	regressions     *prometheus.CounterVec
+	unacknowledged  prometheus.Gauge
+	lostEffects     prometheus.Counter
 }
 
 // NewMetrics returns metrics registered in a fresh registry, with the Go
@@ -98,12 +101,13 @@ func NewMetrics() *Metrics {
 		}, []string{"route"}),
 	}
 	m.addSurface()
+	m.addRegressions()
 	m.replication = newReplicationGauges()
 	m.reg.MustRegister(m.replication.collectors()...)
 	m.reg.MustRegister(m.claims, m.refusals, m.executions, m.unknownAge, m.lagEvents, m.lagSeconds, m.scrapeErrors,
 		m.reconciled, m.providerSends, m.providerLatency, m.requests, m.requestLatency,
 		m.rateLimited, m.reloads, m.roleUp, m.roleRestarts, m.relayLagEvents, m.relayLagSeconds,
-		m.queueDepth, m.deadLetters, m.setAside, buildInfo(),
+		m.queueDepth, m.deadLetters, m.setAside, m.regressions, m.unacknowledged, m.lostEffects, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -138,6 +142,28 @@ func (m *Metrics) addSurface() {
 		Name: "opledger_set_aside_items", Help: "Items a loop failed on, by role and state (set_aside: waiting for a person; retrying).",
 	}, []string{"role", "state"})
 }
+
+// addRegressions makes the series of a log that went back (issue 20): the
+// regressions this process's caches and cursors noticed, whether one waits
+// for an operator's acknowledgement, and the lost effects escalated.
+func (m *Metrics) addRegressions() {
+	m.regressions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "opledger_log_regressions_total", Help: "Log regressions this process noticed (the store held less than a cache or cursor had seen), by the cache or cursor that noticed.",
+	}, []string{"cache"})
+	m.unacknowledged = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "opledger_log_regression_unacknowledged", Help: "1 while a log regression is recorded that no operator has acknowledged, else 0.",
+	})
+	m.lostEffects = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "opledger_lost_effects_escalated_total", Help: "Effects found at the provider or the export-delivery service that the ledger no longer held, escalated to a person.",
+	})
+}
+
+// ObserveRegression counts one log regression noticed by cache (the
+// regression.Recorder's OnNoticed).
+func (m *Metrics) ObserveRegression(cache string) { m.regressions.WithLabelValues(cache).Inc() }
+
+// ObserveLostEffect counts one lost effect escalated.
+func (m *Metrics) ObserveLostEffect() { m.lostEffects.Inc() }
 
 // buildInfo is opledger_build_info{version,revision,go_version} 1, from the
 // binary's build information (Build, which `opledger version` prints too).

@@ -54,6 +54,16 @@ func (s *Server) refreshGauges(ctx context.Context) {
 		}
 	}
 	s.refreshRoleGauges(ctx)
+	if s.cfg.Regressions != nil {
+		if err := s.cfg.Regressions.Refresh(ctx); err != nil {
+			s.scrapeFailed(ctx, "log_regression", err)
+		}
+		alarm := 0.0
+		if s.cfg.Regressions.Status().Alarm() {
+			alarm = 1
+		}
+		m.unacknowledged.Set(alarm)
+	}
 }
 
 // refreshRoleGauges sets the series the Status funcs feed. A series whose

@@ -87,6 +87,8 @@ func (s *Server) register() {
 	s.handle("POST /v1/set-aside/release", []Role{RoleOperator}, s.releaseSetAside)
 	// A long-poll of the feed waits up to MaxFeedWait before its read.
 	s.handleFor("GET /v1/feed", []Role{RoleAnalyst, RoleSubscriber}, MaxFeedWait+s.cfg.CommandTimeout, s.getFeed)
+	s.handle("GET /v1/regressions", everyone, s.listRegressions)
+	s.handle("POST /v1/regressions/acknowledge", []Role{RoleOperator}, s.acknowledgeRegressions)
 	s.open("GET /healthz", s.healthz)
 	s.open("GET /readyz", s.readyz)
 	s.open("GET /metrics", s.metrics)

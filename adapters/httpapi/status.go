@@ -29,6 +29,9 @@ type Status struct {
 	// and is 503 when it is Required and not Synchronous; /metrics shows
 	// opledger_replication_synchronous and _sync_standbys.
 	Replication func() Replication
+	// Alarms are what /readyz reports without failing, besides the log
+	// regression alarm (Config.Regressions).
+	Alarms func(ctx context.Context) []Alarm
 }
 
 // Role states, as RoleStatus.State.

@@ -206,11 +206,15 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	}
 	defer stopTracing()
 
-	lg, err := ledger.New(ledger.Config{Store: store, Clock: clk, Logger: log})
+	metrics := httpapi.NewMetrics()
+	regressions, err := newRegressions(store, "serve", clk, log, metrics)
 	if err != nil {
 		return err
 	}
-	metrics := httpapi.NewMetrics()
+	lg, err := ledger.New(ledger.Config{Store: store, Clock: clk, Logger: log, Regressions: regressions.recorder})
+	if err != nil {
+		return err
+	}
 	failing, err := pgsetaside.New(pool, db.transport) // the roles' failing items, beside the transport's tables
 	if err != nil {
 		return err
@@ -235,13 +239,14 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 		Ledger: lg, Signer: keys, Tokens: tokens, ReadModels: pool, Schema: db.viewSchema, Profile: s.profile,
 		TestClock: offset, Metrics: metrics, Logger: log, ProjectionLag: projector.Lag, SetAside: failing,
 		Ready: readiness(pool, opened.Check), Status: status, RateLimit: s.rateLimit, EnabledKinds: s.enabledKinds, Tracing: tp,
+		Regressions: regressions.monitor,
 	})
 	if err != nil {
 		return err
 	}
 	closeConsole, err := s.console.mount(api, consoleDeps{pool: pool, viewSchema: db.viewSchema, transportSchema: db.transport, brokers: s.brokers,
 		ledger: lg, tokens: tokens, setAside: failing, projector: projector, roles: sup.statuses, relays: relays,
-		replication: repl.statusFunc(), log: log})
+		replication: repl.statusFunc(), regressions: regressions.monitor, log: log})
 	if err != nil {
 		return err
 	}
@@ -265,6 +270,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	}
 	reload := &reloadable{tokens: tokens, keys: keys, keysSrc: keysSrc, cert: cert, metrics: metrics, log: log}
 	go reload.onHangup(rctx, hup)
+	go regressions.follow(rctx)
 
 	srv := httpapi.NewHTTPServer(s.listen, api, log)
 	served := make(chan error, 1)

@@ -17,6 +17,7 @@ import (
 	"opledger/adapters/transport"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/ledger"
+	"opledger/domain/regression"
 	"opledger/domain/setaside"
 	"opledger/projections"
 )
@@ -68,6 +69,7 @@ type consoleDeps struct {
 	roles           func(context.Context) []httpapi.RoleStatus
 	relays          []*transport.Relay
 	replication     func() httpapi.Replication // nil: not checked
+	regressions     *regression.Monitor
 	log             *slog.Logger
 }
 
@@ -89,7 +91,7 @@ func (f *consoleFlags) mount(api *httpapi.Server, d consoleDeps) (func(), error)
 	if err != nil {
 		return nil, err
 	}
-	health := console.Health{ProjectionLag: d.projector.Lag, Roles: d.roles, Replication: d.replication}
+	health := console.Health{ProjectionLag: d.projector.Lag, Roles: d.roles, Replication: d.replication, Regressions: d.regressions}
 	if len(d.relays) > 0 {
 		health.Relays = func(ctx context.Context) []console.RelayState {
 			out := make([]console.RelayState, 0, len(d.relays))

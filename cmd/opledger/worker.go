@@ -20,6 +20,7 @@ import (
 	"opledger/adapters/transport/pgstate"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
+	"opledger/domain/clock"
 	"opledger/domain/ledger"
 	"opledger/domain/worker"
 	"opledger/eventstore/follow"
@@ -141,7 +142,11 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 			return err
 		}
 	}
-	lg, err := ledger.New(ledger.Config{Store: store, Logger: log})
+	regressions, err := newRegressions(store, s.id, clock.System{}, log, nil)
+	if err != nil {
+		return err
+	}
+	lg, err := ledger.New(ledger.Config{Store: store, Logger: log, Regressions: regressions.recorder, CacheName: domain.CacheWorker})
 	if err != nil {
 		return err
 	}
@@ -193,6 +198,7 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 
 	g, gctx := errgroup.WithContext(stopping)
 	context.AfterFunc(gctx, stop)
+	go regressions.flush(gctx)
 	if s.relay {
 		checks, err := pgstate.NewCheckpoints(pool, db.transport)
 		if err != nil {

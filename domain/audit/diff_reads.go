@@ -25,7 +25,8 @@ func diffReading(eventType string) diffRead {
 	case domain.TypeClaimed, domain.TypeOutcomeUnknown, domain.TypeLeaseLapsed, domain.TypeEscalated:
 		return diffReadsIfNamed
 	case domain.TypeDecided, domain.TypeCapabilityIssued, domain.TypeCapabilityRevoked, domain.TypeDeliveryDuplicated,
-		domain.TypePresentationRejected, domain.TypeLeaseRenewed, domain.TypeWriteRefused, domain.TypeRefusalsSummarized:
+		domain.TypePresentationRejected, domain.TypeLeaseRenewed, domain.TypeWriteRefused, domain.TypeRefusalsSummarized,
+		domain.TypeLogRegressed, domain.TypeLogRegressionAcknowledged:
 		return diffIgnores
 	}
 	return 0

@@ -106,6 +106,12 @@ func describe(e domain.Event) (TimelineRow, bool) {
 			Worker: ev.WorkerID, Detail: joinNonEmpty(d, ref(ev.ProviderReference), ev.Detail)}, true
 	case domain.RefusalsSummarized:
 		return summaryRow(ev), true
+	case domain.LogRegressed:
+		return TimelineRow{Time: ev.NoticedAt, Actor: ev.Noticer, Outcome: "LogRegressed",
+			Detail: joinNonEmpty(fmt.Sprintf("%s saw version %d of %s, the store holds %d", ev.Cache, ev.SeenVersion, ev.Stream, ev.HeldVersion), ev.Detail)}, true
+	case domain.LogRegressionAcknowledged:
+		return TimelineRow{Time: ev.AcknowledgedAt, Actor: ev.Operator, Outcome: "acknowledged",
+			Detail: joinNonEmpty(fmt.Sprintf("%d log regressions acknowledged, through version %d", ev.Regressions, ev.Through), ev.Note)}, true
 	}
 	return TimelineRow{}, false
 }

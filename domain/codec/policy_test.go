@@ -26,6 +26,18 @@ import (
 // (docs/design.md, "Event compatibility"). A frozen reader is never edited;
 // when a release is cut, its reader is frozen here as the next one.
 
+// newerThanTheFrozenReleases are the types this build writes that the
+// frozen releases never knew, each with why a rolling deploy from them is
+// still safe. Readers first is the rule (docs/design.md, "Event
+// compatibility"); a type is listed here only when an earlier release
+// never decodes it, or refuses it as written by a newer build where it
+// does, so that it stops rather than misreads.
+var newerThanTheFrozenReleases = map[string]string{
+	domain.TypeLogRegressed: "written only in " + domain.RegressionStream + ", which no earlier release's consumer decodes: " +
+		"the projector, the relays, audit verify and the log index read operation streams and " + domain.EvidenceStream + " only",
+	domain.TypeLogRegressionAcknowledged: "written only in " + domain.RegressionStream + ", as LogRegressed",
+}
+
 // frozenShapes are the JSON shapes of version 1 of every type, as the
 // release that introduced schema evolution (this one) and main@f42e6e8
 // before it both know them: copies of domain/events.go at f42e6e8.
@@ -329,8 +341,8 @@ func TestThePreviousReleaseReadsWhatThisBuildWrites(t *testing.T) {
 	for _, r := range []frozenReader{schemaEvolutionRelease, mainBeforeSchemaEvolution} {
 		t.Run(r.name, func(t *testing.T) {
 			for _, e := range codectest.RefundSamples() {
-				if k, _ := codec.Lookup(e.EventType()); k.Write == 0 {
-					continue // read, not written by this build
+				if k, _ := codec.Lookup(e.EventType()); k.Write == 0 || newerThanTheFrozenReleases[k.Type] != "" {
+					continue // read, not written by this build; or new since, and safe (newerThanTheFrozenReleases)
 				}
 				enc, err := codec.Encode(e, domain.Metadata{Actor: "worker-a", RecordedAt: time.Date(2026, 11, 26, 14, 2, 30, 0, time.UTC)})
 				require.NoError(t, err)
@@ -341,7 +353,7 @@ func TestThePreviousReleaseReadsWhatThisBuildWrites(t *testing.T) {
 			}
 		})
 	}
-	require.ElementsMatch(t, slices.Collect(maps.Keys(frozenShapes)), operationStreamKindNames(), "every type an operation stream holds has its frozen shape")
+	require.ElementsMatch(t, slices.Collect(maps.Keys(frozenShapes)), operationStreamKindNames(), "every type an operation stream holds has its frozen shape, or says why it needs none")
 }
 
 // evidenceOnlyTypes are the registered types that only evidence streams
@@ -358,7 +370,7 @@ func evidenceOnlyTypes() map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, e := range codectest.Samples() {
-		if !inOperationStreams[e.EventType()] {
+		if !inOperationStreams[e.EventType()] && newerThanTheFrozenReleases[e.EventType()] == "" {
 			out[e.EventType()] = true
 		}
 	}
@@ -369,7 +381,7 @@ func operationStreamKindNames() []string {
 	only := evidenceOnlyTypes()
 	var out []string
 	for _, name := range kindNames() {
-		if !only[name] {
+		if !only[name] && newerThanTheFrozenReleases[name] == "" {
 			out = append(out, name)
 		}
 	}
@@ -405,8 +417,8 @@ func TestThePreviousReleaseRefusesEvidenceOnlyTypes(t *testing.T) {
 // says so, never misread.
 func TestThePreviousReleaseMeetsANewerWritersEvents(t *testing.T) {
 	for _, e := range codectest.RefundSamples() {
-		if k, _ := codec.Lookup(e.EventType()); k.Write == 0 {
-			continue // read, not written by this build
+		if k, _ := codec.Lookup(e.EventType()); k.Write == 0 || newerThanTheFrozenReleases[k.Type] != "" {
+			continue // read, not written by this build; or unknown to the frozen readers (below)
 		}
 		t.Run(e.EventType(), func(t *testing.T) {
 			enc, err := codec.Encode(e, domain.Metadata{RecordedAt: time.Date(2026, 11, 26, 14, 2, 30, 0, time.UTC)})
@@ -486,6 +498,22 @@ func kindNames() []string {
 	return out
 }
 
+// TestTheFrozenReleasesRefuseTypesNewSinceThem: a type this build writes
+// that the frozen releases never knew is refused by both as unknown,
+// never read as something else; and each is listed with its reason.
+func TestTheFrozenReleasesRefuseTypesNewSinceThem(t *testing.T) {
+	for typ, why := range newerThanTheFrozenReleases {
+		_, known := codec.Lookup(typ)
+		require.True(t, known, "%s is listed but not registered", typ)
+		require.NotEmpty(t, why)
+		require.NotContains(t, frozenShapes, typ, "%s has a frozen shape: it is not new", typ)
+		for _, r := range []frozenReader{schemaEvolutionRelease, mainBeforeSchemaEvolution} {
+			_, err := r.read(r, typ, []byte(`{}`), []byte(`{"schema_version":1,"recorded_at":"2026-11-26T14:02:30Z"}`))
+			require.ErrorContains(t, err, "unknown event type", "%s of %s", typ, r.name)
+		}
+	}
+}
+
 // TestFrozenShapesAreTheFixtures: the frozen shapes are the version 1 the
 // fixtures hold (a check on the doubles themselves): every member of every
 // v1 fixture is one the frozen shape knows.
@@ -494,7 +522,7 @@ func TestFrozenShapesAreTheFixtures(t *testing.T) {
 	require.NoError(t, err)
 	only := evidenceOnlyTypes()
 	for _, f := range fixtures {
-		if f.SchemaVersion != 1 || only[f.Type] {
+		if f.SchemaVersion != 1 || only[f.Type] || newerThanTheFrozenReleases[f.Type] != "" {
 			continue
 		}
 		_, err := mainBeforeSchemaEvolution.read(mainBeforeSchemaEvolution, f.Type, f.Data, f.Metadata)

@@ -79,6 +79,9 @@ func change(e domain.Event) (Entry, mapping) {
 		domain.RefusalsSummarized:
 		// Evidence and lease upkeep: the operation's state does not change.
 		return Entry{}, ignored
+	case domain.LogRegressed, domain.LogRegressionAcknowledged:
+		// The regression stream's, never an operation's.
+		return Entry{}, ignored
 	case domain.OutcomeRecorded:
 		return outcome(ev.Outcome, ev.ExecutionID, ev.ProviderReference, ev.RecordedAt), mapped
 	case domain.LateOutcomeRecorded:

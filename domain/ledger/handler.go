@@ -66,6 +66,14 @@ type Config struct {
 	// keeps one, and a later cold load starts from it.
 	Snapshots     eventstore.SnapshotStore
 	SnapshotEvery int
+	// Regressions is told when a catch-up finds the stream shorter than,
+	// or different from, the state the cache held (a failover that lost
+	// acknowledged writes): the handler drops the state and reads the
+	// stream again either way. Default: an error logged by Logger.
+	Regressions eventstore.RegressionObserver
+	// CacheName names the cache in what Regressions is told (default
+	// domain.CacheState; a worker's handler: domain.CacheWorker).
+	CacheName string
 }
 
 func (c *Config) setDefaults() {
@@ -88,6 +96,10 @@ func (c *Config) setDefaults() {
 	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, DefaultSnapshotEvery)
 	if c.Snapshots == nil {
 		c.Snapshots, _ = c.Store.(eventstore.SnapshotStore)
+	}
+	c.CacheName = cmp.Or(c.CacheName, domain.CacheState)
+	if c.Regressions == nil {
+		c.Regressions = logRegressions(c.Logger)
 	}
 }
 
@@ -171,48 +183,74 @@ type Decision func(state *domain.Operation, now time.Time) ([]domain.Event, erro
 // the stream for newer events and, if there are any, decides again on
 // them. No decision is ever returned or recorded on a state older than
 // the stream's when it was taken.
+//
+// A cached state may also be ahead of the stream: the store lost events
+// the cache had read or written (a failover to a standby that had not
+// received them). Every catch-up reads from the cached state's last event,
+// not after it, in the same read: a stream that no longer holds that event
+// there is a regression (see catchUp), and the handler drops the state,
+// tells Config.Regressions, loads the stream as it is and decides again.
+// So a request re-sent after a rollback is decided on what the store
+// holds, never answered from memory.
 func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, decide Decision) (*domain.Operation, []domain.Event, error) {
 	ctx, span := startSpan(ctx, op, by) // trace.go: a span only when the caller traces
 	defer span.End()
 	decide = span.observe(by, decide)
 	stream := op.StreamName()
-	state, cached := h.cache.get(stream)
+	state, anchor, cached := h.cache.get(stream)
 	for try := 0; try < h.cfg.MaxConflictRetries; try++ {
 		if state == nil {
 			f, err := h.load(ctx, stream)
 			if err != nil {
 				return nil, nil, err
 			}
-			state, cached = f.state, false
+			state, anchor, cached = f.state, f.lastID, false
 		}
 		now := h.cfg.Clock.Now()
 		events, derr := decide(state, now)
 		if len(events) == 0 {
 			if cached {
-				// Unfenced: make sure no event came after the cached state.
-				f := &folding{state: state}
+				// Unfenced: make sure no event came after the cached state,
+				// and that the stream still holds it.
+				f := &folding{state: state, lastID: anchor, remembered: true}
 				if err := h.catchUp(ctx, stream, f); err != nil {
 					h.cache.forget(stream)
-					return nil, nil, err
+					g, regressed, lerr := h.afterRegression(ctx, stream, err)
+					if !regressed {
+						return nil, nil, err
+					}
+					if lerr != nil {
+						return nil, nil, lerr
+					}
+					state, anchor, cached = g.state, g.lastID, false
+					continue
 				}
-				cached = false
+				cached, anchor = false, f.lastID
 				if f.folded > 0 {
-					h.cache.put(stream, state)
+					h.cache.put(stream, state, anchor)
 					continue
 				}
 			}
 			return state, nil, derr
 		}
 		expected := eventstore.Exact(state.Version)
-		if _, err := h.appendEvents(ctx, stream, expected, state.CorrelationID, by, now, events); err != nil {
+		last, err := h.appendEvents(ctx, stream, expected, state.CorrelationID, by, now, events)
+		if err != nil {
 			h.cache.forget(stream)
 			if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 				h.cfg.Logger.DebugContext(ctx, "version conflict; deciding again", "stream", stream, "try", try+1, "cached", cached)
-				// The events after the state decided on are all that changed.
-				if err := h.catchUp(ctx, stream, &folding{state: state}); err != nil {
-					state = nil // load it whole
-				}
+				// The events after the state decided on are all that changed,
+				// unless the stream no longer holds the state's last event.
+				f := &folding{state: state, lastID: anchor, remembered: true}
 				cached = false
+				if err := h.catchUp(ctx, stream, f); err != nil {
+					state = nil // load it whole
+					if g, regressed, lerr := h.afterRegression(ctx, stream, err); regressed && lerr == nil {
+						state, anchor = g.state, g.lastID
+					}
+					continue
+				}
+				anchor = f.lastID
 				continue
 			}
 			return nil, nil, err
@@ -224,36 +262,38 @@ func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, 
 			}
 			state.Version++
 		}
-		h.cache.put(stream, state)
+		h.cache.put(stream, state, last)
 		return state, events, derr
 	}
 	return nil, nil, fmt.Errorf("%s: %w after %d conflicts", stream, ErrContention, h.cfg.MaxConflictRetries)
 }
 
 // appendEvents encodes and appends events, resending the very same append
-// (same event ids, same expected version) when its outcome is unknown.
-func (h *Handler) appendEvents(ctx context.Context, stream string, expected eventstore.ExpectedVersion, corr domain.CorrelationID, by Cause, now time.Time, events []domain.Event) (eventstore.AppendResult, error) {
+// (same event ids, same expected version) when its outcome is unknown. It
+// returns the id of the last event.
+func (h *Handler) appendEvents(ctx context.Context, stream string, expected eventstore.ExpectedVersion, corr domain.CorrelationID, by Cause, now time.Time, events []domain.Event) (string, error) {
 	meta := domain.Metadata{CorrelationID: cmp.Or(by.CorrelationID, corr), CausationID: by.CausationID, Actor: by.Actor, RecordedAt: now}
 	data := make([]eventstore.EventData, len(events))
 	for i, e := range events {
 		d, err := codec.EncodeEvent(h.cfg.NewID(""), e, meta)
 		if err != nil {
-			return eventstore.AppendResult{}, err
+			return "", err
 		}
 		data[i] = d
 	}
+	last := data[len(data)-1].ID
 	backoff := h.cfg.AppendRetryBackoff
 	for resend := 0; ; resend++ {
-		res, err := h.cfg.Store.Append(ctx, stream, expected, data)
+		_, err := h.cfg.Store.Append(ctx, stream, expected, data)
 		if err == nil || !errors.Is(err, eventstore.ErrUnavailable) || resend >= h.cfg.MaxAppendRetries || ctx.Err() != nil {
-			return res, err
+			return last, err
 		}
 		h.cfg.Logger.WarnContext(ctx, "append outcome unknown; resending the same events", "stream", stream, "resend", resend+1, "err", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return res, err
+			return last, err
 		case <-t.C:
 		}
 		backoff *= 2
@@ -262,17 +302,24 @@ func (h *Handler) appendEvents(ctx context.Context, stream string, expected even
 
 // Load returns operation op's state as the stream holds it now. A stream
 // that does not exist loads as a state whose Exists() is false. When the
-// handler's cache holds the operation, only the events after the cached
-// state are read.
+// handler's cache holds the operation, only the cached state's last event
+// (to tell a stream that went back) and the events after it are read.
 func (h *Handler) Load(ctx context.Context, op domain.OperationID) (*domain.Operation, error) {
 	stream := op.StreamName()
-	if state, ok := h.cache.get(stream); ok {
-		err := h.catchUp(ctx, stream, &folding{state: state})
+	if state, anchor, ok := h.cache.get(stream); ok {
+		f := &folding{state: state, lastID: anchor, remembered: true}
+		err := h.catchUp(ctx, stream, f)
 		if err == nil {
-			h.cache.put(stream, state)
+			h.cache.put(stream, state, f.lastID)
 			return state, nil
 		}
 		h.cache.forget(stream)
+		if g, regressed, lerr := h.afterRegression(ctx, stream, err); regressed {
+			if lerr != nil {
+				return nil, lerr
+			}
+			return g.state, nil
+		}
 		if !errors.Is(err, ErrCorruptStream) {
 			return nil, err
 		}
@@ -302,12 +349,21 @@ func (h *Handler) Kind(ctx context.Context, op domain.OperationID) (domain.Opera
 }
 
 // folding is a state being folded from a stream: how many events were
-// folded into it so far by this load and the hash of the last one.
+// folded into it so far by this load, and the id and hash of the last one
+// (the event at state.Version; lastID "" when none is known). remembered
+// marks a state the handler held from before (its cache, or a load before
+// a conflict): its catch-up checks the stream still holds its last event.
 type folding struct {
-	state    *domain.Operation
-	folded   int
-	lastHash []byte
+	state      *domain.Operation
+	folded     int
+	lastID     string
+	lastHash   []byte
+	remembered bool
 }
+
+// catchUpProbe is how many events after a cached state the first read of
+// its catch-up asks for; a longer catch-up goes on in pages of ReadPage.
+const catchUpProbe = 8
 
 // snapshotProbe is the first page a cold load reads: a stream that ends
 // within it (nearly every operation's) is folded at once, with no other
@@ -338,27 +394,47 @@ func (h *Handler) load(ctx context.Context, stream string) (*folding, error) {
 	}
 	h.keepSnapshot(ctx, stream, f)
 	if f.state.Exists() {
-		h.cache.put(stream, f.state)
+		h.cache.put(stream, f.state, f.lastID)
 	}
 	return f, nil
 }
 
 // catchUp folds into f every event of stream after f's state, page by
-// page, refusing a stream longer than MaxStreamEvents.
+// page, refusing a stream longer than MaxStreamEvents. When f's state is
+// remembered and f knows the event at its version (lastID), the first
+// read starts there and
+// the stream must still hold that very event, else it returns a
+// *regressionError: the stream is shorter than the state, or holds
+// another event at its version (it went back and was written again). The
+// check costs one row of the read the catch-up makes anyway, never a read
+// of its own; that first read asks for at most catchUpProbe events after
+// the anchor (a cached state is seldom more behind), so the row costs no
+// room for a whole page either.
 func (h *Handler) catchUp(ctx context.Context, stream string, f *folding) error {
+	anchored := f.remembered && f.lastID != "" && f.state.Version >= 0
 	for {
 		from := f.state.Version + 1
 		if from >= int64(h.cfg.MaxStreamEvents) {
 			return fmt.Errorf("load %s: stream longer than %d events: refusing to load it", stream, h.cfg.MaxStreamEvents)
 		}
-		page, err := h.cfg.Store.ReadStream(ctx, stream, from, h.cfg.ReadPage)
+		limit := h.cfg.ReadPage
+		if anchored {
+			from, limit = from-1, min(limit, catchUpProbe)+1
+		}
+		page, err := h.cfg.Store.ReadStream(ctx, stream, from, limit)
 		if err != nil {
 			return fmt.Errorf("load %s: %w", stream, err)
+		}
+		if anchored {
+			if len(page) == 0 || page[0].Version != f.state.Version || page[0].ID != f.lastID {
+				return newRegressionError(stream, f, page)
+			}
+			page, limit, anchored = page[1:], limit-1, false
 		}
 		if err := h.foldPage(stream, f, page); err != nil {
 			return err
 		}
-		if len(page) < h.cfg.ReadPage {
+		if len(page) < limit {
 			return nil
 		}
 	}
@@ -382,7 +458,7 @@ func (h *Handler) foldPage(stream string, f *folding, page []eventstore.Recorded
 		}
 		state.Version = rec.Version
 		f.folded++
-		f.lastHash = rec.Hash
+		f.lastID, f.lastHash = rec.ID, rec.Hash
 	}
 	return nil
 }

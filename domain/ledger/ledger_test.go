@@ -3,6 +3,8 @@ package ledger_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"opledger/domain/ledger/ledgertest"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"
@@ -19,5 +21,22 @@ func TestLedgerOnMemoryStore(t *testing.T) {
 			m.SetUnavailable(true)
 			return m, func() { m.SetUnavailable(false) }
 		},
+		Shorten: shortenMemory,
 	})
+}
+
+// shortenMemory makes stream end at keep by losing the latest events of
+// the log, which must be the stream's events past keep.
+func shortenMemory(t *testing.T, s eventstore.Store, stream string, keep int64) {
+	m := s.(*memory.Store)
+	all, err := m.ReadAll(t.Context(), nil, m.Len())
+	require.NoError(t, err)
+	n := 0
+	for i := len(all) - 1; i >= 0 && all[i].StreamID == stream && all[i].Version > keep; i-- {
+		n++
+	}
+	for _, e := range all[:len(all)-n] {
+		require.False(t, e.StreamID == stream && e.Version > keep, "%s@%d is not among the log's latest events", stream, e.Version)
+	}
+	m.LoseLast(n)
 }

@@ -124,7 +124,7 @@ func (h *Handler) fromSnapshot(ctx context.Context, stream string, have int64) (
 		h.cfg.Logger.WarnContext(ctx, "snapshot does not match its stream; folding the stream from its start", "stream", stream, "version", snap.Version)
 		return nil, false
 	}
-	f := &folding{state: state, lastHash: snap.Hash}
+	f := &folding{state: state, lastID: page[0].ID, lastHash: snap.Hash}
 	if err := h.foldPage(stream, f, page[1:]); err != nil {
 		h.cfg.Logger.WarnContext(ctx, "events after the snapshot do not follow it; folding the stream from its start", "stream", stream, "err", err)
 		return nil, false

@@ -17,7 +17,9 @@ const (
 )
 
 // stateCache remembers, per operation stream, the state it folded into at
-// a version, so that a command decides without reading the stream again.
+// a version and the id of the event at that version (its anchor), so that
+// a command decides without reading the stream again, and a catch-up read
+// can tell a stream that went back (see Handler.catchUp).
 // It is never trusted beyond that: a command decided on a cached state
 // appends with that state's version as the expected version, so a stream
 // that moved meanwhile (another handler, another process) refuses the
@@ -40,6 +42,7 @@ type stateCache struct {
 type cachedState struct {
 	stream string
 	state  *domain.Operation
+	anchor string // the id of the event at state.Version
 	size   int64
 }
 
@@ -51,19 +54,20 @@ func newStateCache(maxEntries int, maxBytes int64) *stateCache {
 	return &stateCache{maxEntries: maxEntries, maxBytes: maxBytes, byStream: make(map[string]*list.Element), lru: list.New()}
 }
 
-// get returns a copy of stream's cached state.
-func (c *stateCache) get(stream string) (*domain.Operation, bool) {
+// get returns a copy of stream's cached state and its anchor.
+func (c *stateCache) get(stream string) (*domain.Operation, string, bool) {
 	if c == nil {
-		return nil, false
+		return nil, "", false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byStream[stream]
 	if !ok {
-		return nil, false
+		return nil, "", false
 	}
 	c.lru.MoveToFront(el)
-	return el.Value.(*cachedState).state.Clone(), true
+	e := el.Value.(*cachedState)
+	return e.state.Clone(), e.anchor, true
 }
 
 // kind returns the kind of stream's cached state, without copying it.
@@ -81,10 +85,10 @@ func (c *stateCache) kind(stream string) (domain.OperationKind, bool) {
 	return el.Value.(*cachedState).state.Kind, true
 }
 
-// put remembers a copy of state as stream's, unless a state of a later
-// version is cached already (a slower command finishing after a faster
-// one).
-func (c *stateCache) put(stream string, state *domain.Operation) {
+// put remembers a copy of state as stream's, with the id of the event at
+// its version (anchor), unless a state of a later version is cached
+// already (a slower command finishing after a faster one).
+func (c *stateCache) put(stream string, state *domain.Operation, anchor string) {
 	if c == nil {
 		return
 	}
@@ -102,10 +106,10 @@ func (c *stateCache) put(stream string, state *domain.Operation) {
 			return
 		}
 		c.bytes += size - e.size
-		e.state, e.size = copied, size
+		e.state, e.anchor, e.size = copied, anchor, size
 		c.lru.MoveToFront(el)
 	} else {
-		c.byStream[stream] = c.lru.PushFront(&cachedState{stream: stream, state: copied, size: size})
+		c.byStream[stream] = c.lru.PushFront(&cachedState{stream: stream, state: copied, anchor: anchor, size: size})
 		c.bytes += size
 	}
 	for c.lru.Len() > c.maxEntries || c.bytes > c.maxBytes { // each turn removes one: bounded by the entries

@@ -21,10 +21,10 @@ func cachedOp(id string, version int64, messages int) *domain.Operation {
 func TestStateCacheBoundedByEntries(t *testing.T) {
 	c := newStateCache(3, 1<<30)
 	for i := range 5 {
-		c.put(fmt.Sprintf("s%d", i), cachedOp(fmt.Sprintf("OP-%d", i), 1, 0))
+		c.put(fmt.Sprintf("s%d", i), cachedOp(fmt.Sprintf("OP-%d", i), 1, 0), "")
 	}
 	for i, want := range []bool{false, false, true, true, true} {
-		_, ok := c.get(fmt.Sprintf("s%d", i))
+		_, _, ok := c.get(fmt.Sprintf("s%d", i))
 		require.Equal(t, want, ok, "s%d: least recently used first out", i)
 	}
 	require.Equal(t, 3, c.lru.Len())
@@ -34,41 +34,41 @@ func TestStateCacheBoundedByBytes(t *testing.T) {
 	big := cachedOp("OP-big", 1, 1000)
 	size := stateSize(big)
 	c := newStateCache(100, 2*size+size/2)
-	c.put("a", big)
-	c.put("b", cachedOp("OP-b", 1, 1000))
-	c.put("c", cachedOp("OP-c", 1, 1000))
-	_, ok := c.get("a")
+	c.put("a", big, "")
+	c.put("b", cachedOp("OP-b", 1, 1000), "")
+	c.put("c", cachedOp("OP-c", 1, 1000), "")
+	_, _, ok := c.get("a")
 	require.False(t, ok, "the oldest goes when the bytes are exceeded")
 	require.LessOrEqual(t, c.bytes, c.maxBytes)
-	c.put("huge", cachedOp("OP-huge", 1, 100_000))
-	_, ok = c.get("huge")
+	c.put("huge", cachedOp("OP-huge", 1, 100_000), "")
+	_, _, ok = c.get("huge")
 	require.False(t, ok, "a state larger than the whole bound is not kept")
 }
 
 func TestStateCacheHandsOutCopies(t *testing.T) {
 	c := newStateCache(10, 1<<30)
 	o := cachedOp("OP-1", 4, 1)
-	c.put("s", o)
+	c.put("s", o, "")
 	o.Messages["MSG-late"] = struct{}{} // the caller's copy changes
-	got, ok := c.get("s")
+	got, _, ok := c.get("s")
 	require.True(t, ok)
 	require.NotContains(t, got.Messages, domain.MessageID("MSG-late"))
 	got.Messages["MSG-mine"] = struct{}{}
-	again, _ := c.get("s")
+	again, _, _ := c.get("s")
 	require.NotContains(t, again.Messages, domain.MessageID("MSG-mine"))
 
-	c.put("s", cachedOp("OP-1", 2, 0)) // a slower command finishing late
-	again, _ = c.get("s")
+	c.put("s", cachedOp("OP-1", 2, 0), "") // a slower command finishing late
+	again, _, _ = c.get("s")
 	require.Equal(t, int64(4), again.Version, "an older state never replaces a newer one")
 	c.forget("s")
-	_, ok = c.get("s")
+	_, _, ok = c.get("s")
 	require.False(t, ok)
 	require.Zero(t, c.bytes)
 }
 
 func TestStateCacheOff(t *testing.T) {
 	c := newStateCache(-1, 1)
-	c.put("s", cachedOp("OP-1", 1, 0))
-	_, ok := c.get("s")
+	c.put("s", cachedOp("OP-1", 1, 0), "")
+	_, _, ok := c.get("s")
 	require.False(t, ok)
 }

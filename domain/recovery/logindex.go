@@ -174,7 +174,8 @@ func (x *LogIndex) apply(op domain.OperationID, e domain.Event) bool {
 	case domain.Escalated:
 		delete(x.open, ev.ExecutionID) // a person's queue now, not the reconciler's
 	case domain.OperationRequested, domain.Decided, domain.CapabilityIssued, domain.CapabilityRevoked,
-		domain.DeliveryDuplicated, domain.PresentationRejected, domain.WriteRefused, domain.RefusalsSummarized:
+		domain.DeliveryDuplicated, domain.PresentationRejected, domain.WriteRefused, domain.RefusalsSummarized,
+		domain.LogRegressed, domain.LogRegressionAcknowledged:
 		// Nothing about an open execution's lease or state.
 	default:
 		return false

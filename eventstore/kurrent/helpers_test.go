@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,9 +52,14 @@ var testServer = target{
 	direct: func(t *testing.T) string { return kurrenttest.Start(t).DirectURL() },
 	gated: func(t *testing.T) (string, *kurrenttest.Gate) {
 		s := kurrenttest.Start(t)
+		testServers.Store(s.Gate(), s)
 		return s.URL(), s.Gate()
 	},
 }
+
+// testServers maps the gate of each test server gated started to the
+// server, for the tests that rewrite its log.
+var testServers sync.Map // *kurrenttest.Gate -> *kurrenttest.Server
 
 // realServer is the server at KURRENTDB_URL, each test behind a gate of
 // its own; the test is skipped when the variable is unset.

@@ -242,6 +242,33 @@ func (s *Store) Tamper(keepHeads bool, rewrite func(log []eventstore.RecordedEve
 	}
 }
 
+// LoseLast drops the last n events of the log (all of them if it holds
+// fewer), as a failover to a standby that had not received the last
+// commits does: the streams they belonged to end earlier, or no longer
+// exist, and their heads follow. Positions are handed out again from the
+// new end, as a new primary reuses the lost transactions' ids: a reader
+// that remembers a lost position must not trust it. For tests and the
+// simulator.
+func (s *Store) LoseLast(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := max(len(s.log)-max(n, 0), 0)
+	s.log = s.log[:keep:keep]
+	s.streams, s.ids, s.heads = map[string][]int{}, map[string]int{}, map[string]eventstore.StreamHead{}
+	for i, e := range s.log {
+		s.streams[e.StreamID] = append(s.streams[e.StreamID], i)
+		s.ids[e.ID] = i
+		s.heads[e.StreamID] = eventstore.StreamHead{StreamID: e.StreamID, Version: e.Version, Hash: e.Hash}
+	}
+}
+
+// Len is the number of events the log holds.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.log)
+}
+
 // ParsePosition implements eventstore.Store.
 func (s *Store) ParsePosition(text string) (eventstore.Position, error) {
 	n, err := strconv.ParseUint(text, 10, 64)

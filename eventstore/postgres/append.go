@@ -197,9 +197,10 @@ func (s *Store) appendAt(ctx context.Context, stream string, expected eventstore
 		}
 		next := want + int64(len(b.ids))
 		if written {
-			s.heads.put(stream, streamHead{version: next, hash: r.newHead})
+			s.heads.put(stream, streamHead{version: next, hash: r.newHead, id: b.ids[len(b.ids)-1]})
 			return eventstore.AppendResult{NextExpectedVersion: next}, nil
 		}
+		cachedHead := known && attempt == 0 && want != eventstore.NoStreamVersion
 		s.heads.forget(stream)
 		current, headHash, stored, lerr := s.lookup(ctx, stream, b)
 		if lerr != nil {
@@ -208,9 +209,20 @@ func (s *Store) appendAt(ctx context.Context, stream string, expected eventstore
 		if next, ok := retried(expected, b.ids, stored); ok {
 			return eventstore.AppendResult{NextExpectedVersion: next}, nil
 		}
+		if cachedHead && current < want {
+			s.regressed(ctx, eventstore.Regression{Stream: stream, SeenVersion: want, SeenEventID: head.id, HeldVersion: current,
+				Detail: fmt.Sprintf("%s ends at version %d; this store had read or written version %d", stream, current, want)})
+		}
 		if attempt == 0 && err == nil && current == want && len(stored) == 0 && !bytes.Equal(headHash, head.hash) {
 			// The version held but the row's head hash is not the one the
-			// links were computed from: link from the row's.
+			// links were computed from. If the stream holds another event
+			// there than the one this store knew, it went back and was
+			// written again: the caller decided on what is gone, so the
+			// append is refused (it catches up and decides again). Else the
+			// row alone changed: link from the row's head.
+			if cachedHead && s.rewritten(ctx, stream, head) {
+				return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: current}
+			}
 			head, known = streamHead{version: current, hash: headHash}, true
 			continue
 		}
@@ -248,7 +260,7 @@ func (s *Store) appendAny(ctx context.Context, stream string, b appendBatch) (ev
 		switch {
 		case err == nil && written:
 			next := current + int64(len(b.ids))
-			s.heads.put(stream, streamHead{version: next, hash: r.newHead})
+			s.heads.put(stream, streamHead{version: next, hash: r.newHead, id: b.ids[len(b.ids)-1]})
 			return eventstore.AppendResult{NextExpectedVersion: next}, nil
 		case errors.Is(err, eventstore.ErrWrongExpectedVersion):
 			// A unique violation: unless this very append is stored (a

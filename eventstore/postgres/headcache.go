@@ -13,10 +13,12 @@ const DefaultHeadCacheEntries = 65_536
 
 // streamHead is what an append needs to link its events without reading
 // the stream: the hash of the event at version (nil when that event was
-// stored before hashing began: the next one links to chain.Genesis).
+// stored before hashing began: the next one links to chain.Genesis), and
+// its id, to name it when the stream no longer holds it.
 type streamHead struct {
 	version int64
 	hash    []byte
+	id      string
 }
 
 // prev is the hash the event after this head links to.
@@ -31,12 +33,17 @@ func (h streamHead) prev() chain.Hash {
 // headCache remembers, per stream, the hash of one event this store read or
 // wrote, so that an append at exactly that version computes its links in Go
 // and the statement only has to check them (see appendBatchSQL). What it
-// holds is a fact that never changes (events are immutable: the event at
-// version v of a stream always has the hash it was stored with), so an entry
-// is never stale, only useless once the stream moved on; the statement
-// checks the streams row's head hash anyway, so even a tampered row cannot
-// make an append link to the wrong predecessor (the append then takes the
-// slow path, which reads the row).
+// holds is a fact that never changes while the store keeps what it
+// acknowledged (events are immutable: the event at version v of a stream
+// always has the hash it was stored with), so an entry is only useless
+// once the stream moved on; the statement checks the streams row's head
+// hash anyway, so even a tampered row cannot make an append link to the
+// wrong predecessor (the append then takes the slow path, which reads the
+// row). A store that lost acknowledged writes (a failover to a standby
+// that had not received them) breaks the fact: the stream ends before the
+// cached version, or holds another event there. The store notices that on
+// a read or an append that meets it (regressed.go), drops the entry and
+// tells its observer.
 //
 // It is bounded by two generations of at most limit/2 entries each: when the
 // young one is full it becomes the old one and the old one is dropped, so a
@@ -85,6 +92,17 @@ func (c *headCache) putLocked(stream string, h streamHead) {
 	}
 	c.young[stream] = h
 	delete(c.old, stream)
+}
+
+// peek returns what is known of stream, without counting it as used.
+func (c *headCache) peek(stream string) (streamHead, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.young[stream]; ok {
+		return h, true
+	}
+	h, ok := c.old[stream]
+	return h, ok
 }
 
 // forget drops what is known of stream.

@@ -26,5 +26,8 @@ func TestLedgerOnPostgres(t *testing.T) {
 			proxy.Close() // the server is gone for this store, mid-life
 			return down, nil
 		},
+		Shorten: func(t *testing.T, s eventstore.Store, stream string, keep int64) {
+			pgtest.Shorten(t, pgtest.URL(), s.(*postgres.Store).Schema(), stream, keep)
+		},
 	})
 }

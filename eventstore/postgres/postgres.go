@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -126,6 +127,9 @@ type Store struct {
 	sql      statements
 	heads    *headCache
 	group    *groupCommitter
+	// observer is told of the regressions the head cache notices (nil:
+	// none is told; the cache drops the entry either way).
+	observer atomic.Pointer[eventstore.RegressionObserver]
 }
 
 // Open connects a pool to cfg.URL and checks that the server answers, within

@@ -18,6 +18,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from int64, limit
 		return nil, nil
 	}
 	from = max(from, 0)
+	known, cached := s.heads.peek(stream) // before the read: what it must find
 	rows, err := s.pool.Query(ctx, s.sql.readStream, stream, from, limit)
 	if err != nil {
 		return nil, interpretError("read stream "+stream, err)
@@ -26,9 +27,12 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from int64, limit
 	if err != nil {
 		return nil, interpretError("read stream "+stream, err)
 	}
+	if cached {
+		s.checkRead(ctx, stream, known, from, limit, events)
+	}
 	if n := len(events); n > 0 {
 		last := events[n-1]
-		s.heads.put(stream, streamHead{version: last.Version, hash: bytes.Clone(last.Hash)})
+		s.heads.put(stream, streamHead{version: last.Version, hash: bytes.Clone(last.Hash), id: last.ID})
 	}
 	return events, nil
 }

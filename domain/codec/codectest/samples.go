@@ -40,7 +40,7 @@ func Samples() []domain.Event {
 			WorkerID: "worker-a", Attempt: 2, Use: 2, LeaseEpoch: 1, LeaseExpiresAt: at(4*time.Second + domain.DefaultLeaseDuration),
 			IdempotencyKey: "export-OP-5120-a2-u2", ClaimedAt: at(4 * time.Second),
 			LeaseSecretDigest: "5d1f0a7c3b9e4d6f8a2b1c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f50618"},
-	}, append(unversioned(), evidenceOnly()...)...)
+	}, append(append(unversioned(), evidenceOnly()...), regressionStream()...)...)
 }
 
 // evidenceOnly are the samples of the types only evidence streams hold
@@ -107,5 +107,20 @@ func unversioned() []domain.Event {
 			Outcome: domain.Completed, ProviderReference: "re_sim00000001", Detail: "late 200\\x00", RefusedAt: at(15 * time.Second),
 			WorkerID: "worker-a", SecretCheck: domain.SecretWrong, Field: "detail", RefusalDetail: "detail: control character U+0000",
 			Escaped: []string{"detail"}},
+	}
+}
+
+// regressionStream are the samples of the types only the regression
+// stream (evidence-regressions) holds.
+func regressionStream() []domain.Event {
+	return []domain.Event{
+		domain.LogRegressed{Cache: domain.CacheState, Noticer: "serve", Stream: "operation-OP-4471", SeenVersion: 7,
+			SeenEventID: "0190d6a2-7c1e-7000-8000-000000000007", HeldVersion: 4, HeldEventID: "0190d6a2-7c1e-7000-8000-0000000000a5",
+			SeenPosition: "1042/5120", HeldPosition: "1040/5100",
+			SeenExecutions: []domain.SeenExecution{{ExecutionID: "EXE-4471.1", IdempotencyKey: "refund-OP-4471-a1",
+				State: domain.ExecCompleted, ProviderReference: "re_sim00000001"}},
+			Detail: "the stream ends at version 4; the cache had read version 7", Unrecorded: 3, NoticedAt: at(16 * time.Second)},
+		domain.LogRegressionAcknowledged{Through: 12, Regressions: 2, Operator: "ops-anna", Note: "failover at 14:02; provider checked",
+			AcknowledgedAt: at(17 * time.Second)},
 	}
 }

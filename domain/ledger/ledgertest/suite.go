@@ -29,6 +29,12 @@ type Backend struct {
 	// Down returns a store over primary's data that cannot reach it, and a
 	// function that makes it reachable again (nil if it cannot).
 	Down func(t *testing.T, primary eventstore.Store) (eventstore.Store, func())
+	// Shorten makes stream end at version keep (NoStreamVersion: no
+	// events), dropping its later events, as a failover to a standby that
+	// had not received them does: the suite drops only the latest events
+	// of the log. Nil skips the tests of a log that went back (a server
+	// the test cannot rewrite).
+	Shorten func(t *testing.T, s eventstore.Store, stream string, keep int64)
 }
 
 // Start is the suite's clock start: Thursday 14:02:10 UTC of the seed story.
@@ -50,6 +56,10 @@ func Run(t *testing.T, b Backend) {
 	t.Run("StaleCacheFenced", func(t *testing.T) { t.Parallel(); staleCacheFenced(t, b) })
 	t.Run("StaleCacheRefusalRechecked", func(t *testing.T) { t.Parallel(); staleCacheRefusalRechecked(t, b) })
 	t.Run("KindFromCache", func(t *testing.T) { t.Parallel(); kindFromCache(t, b) })
+	t.Run("ShortenedStreamNoticed", func(t *testing.T) { t.Parallel(); shortenedStreamNoticed(t, b) })
+	t.Run("ShortenedStreamConflict", func(t *testing.T) { t.Parallel(); shortenedStreamConflict(t, b) })
+	t.Run("CreateAfterRollbackWrittenAgain", func(t *testing.T) { t.Parallel(); createAfterRollback(t, b) })
+	t.Run("RewrittenStreamNoticed", func(t *testing.T) { t.Parallel(); rewrittenStreamNoticed(t, b) })
 }
 
 // Harness is one operation's world: a store, a clock and a handler.
@@ -60,6 +70,29 @@ type Harness struct {
 	Clock   *clock.Manual
 	H       *ledger.Handler
 	Op      domain.OperationID
+	// Regressions are what the harness's handlers noticed.
+	Regressions *RegressionLog
+}
+
+// RegressionLog keeps the regressions its observer is told of. Safe for
+// concurrent use.
+type RegressionLog struct {
+	mu   sync.Mutex
+	seen []eventstore.Regression
+}
+
+// ObserveRegression implements eventstore.RegressionObserver.
+func (l *RegressionLog) ObserveRegression(_ context.Context, r eventstore.Regression) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, r)
+}
+
+// Seen returns the regressions told so far.
+func (l *RegressionLog) Seen() []eventstore.Regression {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]eventstore.Regression(nil), l.seen...)
 }
 
 // NewHarness builds a harness with one requested operation (120.00 EUR on an
@@ -67,7 +100,7 @@ type Harness struct {
 func NewHarness(t *testing.T, b Backend) *Harness {
 	store, another := b.New(t)
 	c := clock.NewManual(Start)
-	h := &Harness{T: t, Store: store, Another: another, Clock: c, Op: "OP-4471"}
+	h := &Harness{T: t, Store: store, Another: another, Clock: c, Op: "OP-4471", Regressions: &RegressionLog{}}
 	h.H = h.Handler(store)
 	_, err := h.H.RequestOperation(context.Background(), domain.RequestOperation{
 		OperationID: h.Op, OrderID: "ORD-8841", AmountMinor: 12000, Currency: "EUR",
@@ -79,7 +112,8 @@ func NewHarness(t *testing.T, b Backend) *Harness {
 
 // Handler returns a new handler over store sharing the harness clock.
 func (h *Harness) Handler(store eventstore.Store) *ledger.Handler {
-	hd, err := ledger.New(ledger.Config{Store: store, Clock: h.Clock, AppendRetryBackoff: time.Millisecond, MaxConflictRetries: 64})
+	hd, err := ledger.New(ledger.Config{Store: store, Clock: h.Clock, AppendRetryBackoff: time.Millisecond, MaxConflictRetries: 64,
+		Regressions: h.Regressions})
 	require.NoError(h.T, err)
 	return hd
 }

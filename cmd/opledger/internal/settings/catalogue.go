@@ -179,6 +179,8 @@ var (
 
 	Operator = &Setting{Flag: "operator", Env: "OPLEDGER_OPERATOR", DefaultFunc: func() string { return os.Getenv("USER") }, DefaultDoc: "$USER", Arg: "NAME",
 		Help: "who resubmits dead letters, recorded with each resubmission"}
+	OperatorToken = &Setting{Flag: "token-file", Env: "OPLEDGER_TOKEN_FILE", Arg: "FILE",
+		Help: "a file holding an operator's bearer token, authenticated against the tokens file (opledger regressions ack)"}
 
 	// The deterministic simulator (opledger sim, docs/simulation.md).
 
@@ -208,7 +210,7 @@ var All = []*Setting{
 	RequireSyncReplication, ReplicationCheckInterval,
 	ProviderSimListen,
 	DigestKey, DigestPublicKey, DigestEvery, DigestDir,
-	Operator,
+	Operator, OperatorToken,
 	SimSeed, SimStore,
 	LogLevel, OTLPEndpoint,
 }
