@@ -20,8 +20,8 @@ import (
 	"opledger/adapters/captoken"
 	"opledger/adapters/httpapi"
 	"opledger/adapters/kafka"
-	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/audit"
 	"opledger/domain/clock"
@@ -135,7 +135,7 @@ func (d *doctor) schemas(ctx context.Context) {
 		}
 	}
 	d.readsOK = check("read models", d.cfg.db.viewSchema, projections.CheckSchema(ctx, d.pool, d.cfg.db.viewSchema))
-	check("transport", d.cfg.db.transport, pgqueue.CheckSchema(ctx, d.pool, d.cfg.db.transport))
+	check("transport", d.cfg.db.transport, pgstate.CheckSchema(ctx, d.pool, d.cfg.db.transport))
 	if len(missing) > 0 {
 		d.add("schemas", verdictFail, strings.Join(missing, "; "), "run '"+d.cfg.db.migrateHint()+"' (serve and the workers refuse an outdated schema)")
 		return
