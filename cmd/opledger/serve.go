@@ -224,6 +224,11 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 		return err
 	}
 	projector, relays := built.Projector, built.Relays
+	lagReads, err := projections.NewReads(pool, db.viewSchema)
+	if err != nil {
+		return err
+	}
+	lags := &lagHistory{reads: lagReads, projector: projector.Lag, relays: relays, clock: clk, log: log} // serve_lag_history.go
 	if digests, err := s.digests.role(store, metrics, log); err != nil {
 		return err
 	} else if digests.run != nil {
@@ -260,6 +265,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	rctx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRoles()
 	sup.start(rctx, roles)
+	go lags.run(rctx)
 	replLost := make(chan error, 1)
 	if repl != nil {
 		go func() {
