@@ -91,13 +91,13 @@ type RelayConfig struct {
 	// SetAside keeps the events the relay could not turn into messages
 	// (role setaside.RoleRelay, item "<relay name>:<event id>"). Default: an
 	// in-memory store, whose counts a restart forgets (serve passes
-	// pgqueue.NewSetAside).
+	// pgsetaside.New).
 	SetAside setaside.Store
 	// Policy bounds the retries of such an event (default
 	// DefaultRelayPolicy).
 	Policy setaside.Policy
 	// Leader is the lock the relay publishes under (default: none, the relay
-	// always leads): pgqueue.NewLeader on PostgreSQL.
+	// always leads): pgstate.NewLeader on PostgreSQL.
 	Leader follow.Leadership
 	// LeaderRetry is how often a standby tries to take the lock, and how
 	// long a relay that lost it waits before trying again, so that a waiting

@@ -20,7 +20,7 @@ type RelaysConfig struct {
 	// SetAside keeps events a relay could not turn into messages (default:
 	// one in-memory store for both relays).
 	SetAside setaside.Store
-	// Leader returns the lock relay name publishes under (pgqueue.NewLeader
+	// Leader returns the lock relay name publishes under (pgstate.NewLeader
 	// on PostgreSQL); nil when every relay always leads (one instance only).
 	Leader func(name string) (follow.Leadership, error)
 	// View, when set, returns the store relay name reads the log through

@@ -12,10 +12,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"opledger/adapters/httpapi"
-	"opledger/adapters/pgqueue"
 	"opledger/adapters/roles"
 	"opledger/adapters/tracing"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
@@ -61,7 +61,7 @@ func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store ev
 		if err != nil {
 			return nil, nil, err
 		}
-		checks, err := pgqueue.NewCheckpoints(pool, db.transport)
+		checks, err := pgstate.NewCheckpoints(pool, db.transport)
 		if err != nil {
 			closeP()
 			return nil, nil, err

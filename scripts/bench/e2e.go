@@ -18,8 +18,10 @@ import (
 	"opledger/adapters/harness"
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
 	"opledger/adapters/roles"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/worker"
@@ -89,7 +91,7 @@ type e2eWorld struct {
 	counter     *statementCounter
 	pools       []*pgxpool.Pool
 	dispatcher  *transport.Dispatcher
-	checks      *pgqueue.Checkpoints
+	checks      *pgstate.Checkpoints
 	seq         atomic.Int64
 }
 
@@ -125,7 +127,7 @@ func newE2EWorld(ctx context.Context, s *settings) (*e2eWorld, error) {
 	if w.tpool, err = tracedPool(10); err != nil {
 		return nil, err
 	}
-	if _, err := pgqueue.Migrate(ctx, w.tpool, w.tschema); err != nil {
+	if _, err := pgstate.Migrate(ctx, w.tpool, w.tschema); err != nil {
 		return nil, err
 	}
 	if w.apiStore, err = postgres.New(apiPool, schema); err != nil {
@@ -347,12 +349,12 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 		return err
 	}
 	defer w.close()
-	checks, err := pgqueue.NewCheckpoints(w.tpool, w.tschema)
+	checks, err := pgstate.NewCheckpoints(w.tpool, w.tschema)
 	if err != nil {
 		return err
 	}
 	w.checks = checks
-	sa, err := pgqueue.NewSetAside(w.tpool, w.tschema)
+	sa, err := pgsetaside.New(w.tpool, w.tschema)
 	if err != nil {
 		return err
 	}
