@@ -24,6 +24,7 @@ import (
 const (
 	RelayRefundRequests  = "refund-requests"  // SelectRefundRequests
 	RelaySecuritySignals = "security-signals" // SelectSecuritySignals
+	RelayOperationFeed   = "operation-feed"   // SelectOperationFeed
 )
 
 // Outbound is one message a Relay publishes.
@@ -64,10 +65,12 @@ type Checkpoints interface {
 }
 
 // Selector maps one log event to the messages to publish for it (none for
-// most events). An error means the event cannot be turned into a message
-// (undecodable, an unexpected shape): the relay retries it a bounded number
-// of times (RelayConfig.Policy) and then sets it aside and moves past it.
-type Selector func(rec eventstore.RecordedEvent) ([]Outbound, error)
+// most events); ctx bounds what it reads besides the event (the operation
+// feed reads an operation's first event). An error means the event cannot
+// be turned into a message (undecodable, an unexpected shape, a read that
+// failed): the relay retries it a bounded number of times
+// (RelayConfig.Policy) and then sets it aside and moves past it.
+type Selector func(ctx context.Context, rec eventstore.RecordedEvent) ([]Outbound, error)
 
 // ReasonRelaySelectFailed is the set-aside reason of an event a relay could
 // not turn into a message.

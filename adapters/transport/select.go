@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"fmt"
 
 	"opledger/domain"
@@ -15,7 +16,7 @@ import (
 // kind whose uses its holder presents (domain.EffectPolicy.PublishOnIssue
 // false: an export download is delivered when it is asked for, one use per
 // presentation, never because it was authorized).
-func SelectRefundRequests(rec eventstore.RecordedEvent) ([]Outbound, error) {
+func SelectRefundRequests(_ context.Context, rec eventstore.RecordedEvent) ([]Outbound, error) {
 	if rec.Type != domain.TypeCapabilityIssued {
 		return nil, nil
 	}
@@ -52,7 +53,7 @@ func SelectRefundRequests(rec eventstore.RecordedEvent) ([]Outbound, error) {
 // SelectSecuritySignals maps every PresentationRejected event with
 // ReplaySuspected set to one SecuritySignal on TopicSecuritySignals, keyed by
 // capability id. Other events map to nothing.
-func SelectSecuritySignals(rec eventstore.RecordedEvent) ([]Outbound, error) {
+func SelectSecuritySignals(_ context.Context, rec eventstore.RecordedEvent) ([]Outbound, error) {
 	if rec.Type != domain.TypePresentationRejected {
 		return nil, nil
 	}

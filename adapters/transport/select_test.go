@@ -33,7 +33,7 @@ func TestAnExportDownloadsCapabilityIsNotPublished(t *testing.T) {
 	require.NoError(t, err)
 	var published []domain.CapabilityID
 	for _, rec := range recs {
-		out, err := transport.SelectRefundRequests(rec)
+		out, err := transport.SelectRefundRequests(t.Context(), rec)
 		require.NoError(t, err)
 		for _, o := range out {
 			req, err := transport.DecodeRefundRequest(o.Value)

@@ -66,7 +66,10 @@ func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store ev
 			closeP()
 			return nil, nil, err
 		}
-		cfg.Relays = &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport)}
+		// On Kafka the relay also publishes the operation feed for the
+		// services downstream (on the Postgres queue they read GET /v1/feed).
+		cfg.Relays = &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport),
+			OperationFeed: len(s.brokers) > 0}
 		closePub = closeP
 	}
 	built, err := roles.Build(cfg)

@@ -53,8 +53,8 @@ type workerSettings struct {
 	relay       bool
 	brokers     []string
 	group       string
-	// groupTiming: the consumer group's heartbeat interval, session and
-	// rebalance timeouts (kafka.CheckGroupTiming).
+	// heartbeat, session, rebalance: the consumer group's timings
+	// (kafka.CheckGroupTiming).
 	heartbeat, session, rebalance time.Duration
 	exportURL                     string // the export-delivery service, for export downloads; "" none
 	tracing                       tracingConfig
@@ -209,7 +209,8 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 			return err
 		}
 		built, err := roles.Build(roles.Config{Store: store, Logger: log, SetAside: sa,
-			Relays: &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport)}})
+			Relays: &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport),
+				OperationFeed: len(s.brokers) > 0}})
 		if err != nil {
 			return err
 		}
