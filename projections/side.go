@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Side schemas are read models beside the live ones: the as-of views
@@ -53,6 +54,10 @@ func ListSchemas(ctx context.Context, db Querier, live string) ([]SchemaInfo, er
 		var pos *string
 		err := db.QueryRow(ctx, `SELECT position, events_applied, updated_at FROM `+quoteSchema(name)+`.projection_checkpoints WHERE name = $1`,
 			DefaultName).Scan(&pos, &info.EventsApplied, &info.Updated)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
+			continue // dropped since it was listed (undefined_table, invalid_schema_name)
+		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("read the checkpoint of %s: %w", name, err)
 		}
