@@ -53,8 +53,8 @@ type workerSettings struct {
 	relay       bool
 	brokers     []string
 	group       string
-	// groupTiming: the consumer group's heartbeat interval, session and
-	// rebalance timeouts (kafka.CheckGroupTiming).
+	// heartbeat, session, rebalance: the consumer group's timings
+	// (kafka.CheckGroupTiming).
 	heartbeat, session, rebalance time.Duration
 	exportURL                     string // the export-delivery service, for export downloads; "" none
 	tracing                       tracingConfig
