@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"opledger/adapters/httpapi"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/audit"
 	"opledger/eventstore"
@@ -62,8 +63,9 @@ func (f *digestFlags) validate() error {
 // role returns serve's digest role, or a role without run when digests are
 // off. It loads the key now, so that a bad key stops serve at start. The
 // supervisor may run it again after it returned: the digester it keeps
-// goes on from where it was.
-func (f *digestFlags) role(store eventstore.Store, log *slog.Logger) (role, error) {
+// goes on from where it was. metrics shows the schedule and each tick that
+// left the whole log under a signed digest.
+func (f *digestFlags) role(store eventstore.Store, metrics *httpapi.Metrics, log *slog.Logger) (role, error) {
 	if f == nil || f.every == "" {
 		return role{}, nil
 	}
@@ -75,7 +77,8 @@ func (f *digestFlags) role(store eventstore.Store, log *slog.Logger) (role, erro
 	if now == nil {
 		now = time.Now
 	}
-	d := &scheduledDigests{digester: audit.NewDigester(store), signer: signer, dir: f.dir, now: now, log: log}
+	metrics.DigestSchedule(f.interval)
+	d := &scheduledDigests{digester: audit.NewDigester(store), signer: signer, dir: f.dir, now: now, log: log, current: metrics.ObserveDigest}
 	run := func(ctx context.Context) error {
 		t := time.NewTicker(f.interval)
 		defer t.Stop()
@@ -101,6 +104,9 @@ type scheduledDigests struct {
 	log      *slog.Logger
 	written  uint64 // tree size of the last digest written
 	any      bool
+	// current, when set, is told the time of each tick after which a
+	// signed digest covers every event of the log.
+	current func(time.Time)
 }
 
 // maxDigestCatchUp bounds the events one tick reads, so that a log growing
@@ -118,6 +124,7 @@ func (d *scheduledDigests) once(ctx context.Context) {
 		return
 	}
 	if d.any && d.digester.Size() == d.written {
+		d.covered() // the last digest still covers the whole log
 		return
 	}
 	dg, err := d.digester.Sign(d.signer, d.now())
@@ -133,5 +140,13 @@ func (d *scheduledDigests) once(ctx context.Context) {
 		}
 	}
 	d.written, d.any = dg.TreeSize, true
+	d.covered()
 	d.log.Info("digest signed", "file", name, "events", dg.TreeSize, "position", dg.Position, "root", dg.Root, "key_id", dg.KeyID)
+}
+
+// covered tells current that a signed digest now covers the whole log.
+func (d *scheduledDigests) covered() {
+	if d.current != nil {
+		d.current(d.now())
+	}
 }
