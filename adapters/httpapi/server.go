@@ -68,7 +68,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	fr, err := feed.NewReader(feed.ReaderConfig{Store: cfg.Ledger.Store()})
+	fr, err := feed.NewReader(feed.ReaderConfig{Store: cfg.Ledger.Store(), Regressions: cfg.Ledger.Regressions()})
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
