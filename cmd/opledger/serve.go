@@ -49,6 +49,9 @@ type serveSettings struct {
 	// exportURL the export-delivery service the reconciler reads.
 	enabledKinds []domain.OperationKind
 	exportURL    string
+	// providerExport is where the reconciler's lost-effect check reads
+	// the provider's export ("" none).
+	providerExport string
 	tracing      tracingConfig       // tracing.go
 	replication  replicationSettings // replication.go
 }
@@ -62,7 +65,7 @@ func serveFlags(stderr io.Writer) *settings.Flags {
 		settings.Listen, settings.TokensFile, settings.SigningKeys, settings.SigningKeyFile, settings.TLSCert, settings.TLSKey,
 		settings.RateLimit, settings.RateBurst, settings.RoleBackoff, settings.RoleMaxFailures, settings.Disable,
 		settings.SweepInterval, settings.ReconcileInterval, settings.ShutdownTimeout, settings.TestClock, settings.Dev,
-		settings.EnableKinds, settings.ExportDeliveryURL)
+		settings.EnableKinds, settings.ExportDeliveryURL, settings.ProviderExport)
 	f.Bind(consoleSettings...)
 	f.Bind(digestSettings...)
 	f.Bind(replicationBindings...)
@@ -105,6 +108,7 @@ func serveConfig(f *settings.Flags) (serveSettings, error) {
 		errs = append(errs, err)
 	}
 	s.exportURL = f.Text(settings.ExportDeliveryURL)
+	s.providerExport = f.Text(settings.ProviderExport)
 	if s.tokensFile == "" {
 		errs = append(errs, fmt.Errorf("%s (lines 'ROLE sha256:DIGEST [NAME]', opledger tokens new)", f.Missing(settings.TokensFile, "tokens file")))
 	}
