@@ -52,8 +52,8 @@ type serveSettings struct {
 	// providerExport is where the reconciler's lost-effect check reads
 	// the provider's export ("" none).
 	providerExport string
-	tracing      tracingConfig       // tracing.go
-	replication  replicationSettings // replication.go
+	tracing        tracingConfig       // tracing.go
+	replication    replicationSettings // replication.go
 }
 
 // serveFlags binds serve's settings.
