@@ -147,7 +147,7 @@ func TestServeDigestRole(t *testing.T) {
 	require.NoError(t, f.validate())
 	signer, err := loadDigestSigner(key)
 	require.NoError(t, err)
-	d := &scheduledDigests{digester: audit.NewDigester(store), signer: signer, dir: out, now: f.now, log: slog.New(slog.DiscardHandler)}
+	d := &scheduledDigests{store: store, digester: audit.NewDigester(store), signer: signer, dir: out, now: f.now, log: slog.New(slog.DiscardHandler)}
 
 	d.once(t.Context())
 	files, err := filepath.Glob(filepath.Join(out, "digest-*.json"))

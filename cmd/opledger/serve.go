@@ -227,7 +227,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 		return err
 	}
 	projector, relays := built.Projector, built.Relays
-	if digests, err := s.digests.role(store, log); err != nil {
+	if digests, err := s.digests.role(store, regressions, log); err != nil {
 		return err
 	} else if digests.run != nil {
 		roles = append(roles, digests)
