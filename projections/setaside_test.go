@@ -11,7 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
+	"opledger/adapters/transport/pgstate"
 	"opledger/domain"
 	"opledger/domain/codec"
 	"opledger/domain/setaside"
@@ -22,12 +23,12 @@ import (
 
 // pgSetAside returns the PostgreSQL set-aside store in a transport schema of
 // the test's own.
-func (e *env) pgSetAside() *pgqueue.SetAside {
+func (e *env) pgSetAside() *pgsetaside.Store {
 	e.t.Helper()
 	_, schema := pgtest.Schema(e.t)
-	_, err := pgqueue.Migrate(e.t.Context(), e.pool, schema)
+	_, err := pgstate.Migrate(e.t.Context(), e.pool, schema)
 	require.NoError(e.t, err)
-	s, err := pgqueue.NewSetAside(e.pool, schema)
+	s, err := pgsetaside.New(e.pool, schema)
 	require.NoError(e.t, err)
 	return s
 }

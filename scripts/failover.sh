@@ -30,8 +30,9 @@
 #          evidence-regressions, opledger_log_regressions_total) and every
 #          lost effect escalated or held again by the ledger, never silent —
 #          what the regression work of issue 20 adds. A build without it (no
-#          such metric on serve's /metrics, no such stream) is reported
-#          MISSING, not failed; a build that has it is held to it.
+#          such metric on serve's /metrics, no such stream; for escalation:
+#          nothing escalated nor named at all) is reported MISSING, not
+#          failed; a build that does any of it is held to all of it.
 #
 #   scripts/failover.sh [--short] [--mode sync|async|both] [--engine auto|patroni|plain] [--keep]
 #
@@ -472,6 +473,11 @@ EOF
     fi
     if [ "$escalated" = missing ]; then
       missing+=("lost-effect escalation (no opledger_lost_effects_escalated_total): $silent of $lost_effects lost effects silent")
+    elif [ "$silent" != 0 ] && [ "$escalated" = 0 ] && [ "$named" = 0 ]; then
+      # The counter is registered, and nothing escalated anything: the
+      # escalation itself is not in this build yet (a build that escalates
+      # some and leaves others silent fails below).
+      missing+=("lost-effect escalation (opledger_lost_effects_escalated_total is registered, but nothing escalated or named any lost effect): $silent of $lost_effects lost effects silent")
     elif [ "$silent" != 0 ]; then
       fails+=("async: $silent of $lost_effects lost effects neither escalated nor held again (key, provider reference): $(head -5 "$d/silent-effects" | paste -sd, -)")
     fi

@@ -18,9 +18,11 @@ import (
 	"opledger/adapters/captoken"
 	"opledger/adapters/console"
 	"opledger/adapters/harness"
+	"opledger/adapters/harness/pgstack"
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/domain/regression"
@@ -125,7 +127,7 @@ func newServed(t *testing.T) *served {
 	quiet := slog.New(slog.DiscardHandler)
 
 	// Thursday and Friday through the relay, the queue and the read models.
-	stack, err := harness.StartPostgresStack(ctx, pool, store, harness.StackOptions{ViewSchema: viewSchema, TransportSchema: transportSchema, Logger: quiet})
+	stack, err := pgstack.Start(ctx, pool, store, pgstack.Options{ViewSchema: viewSchema, TransportSchema: transportSchema, Logger: quiet})
 	require.NoError(t, err)
 	s.world, err = harness.New(harness.Options{Store: store, ClientAttempts: 1, Logger: quiet, Index: stack.Index, SetAside: stack.SetAside})
 	require.NoError(t, err)
@@ -148,7 +150,7 @@ func newServed(t *testing.T) *served {
 	require.NoError(t, err)
 	s.deadLetter = s.deadLetterOfTheStory()
 
-	checks, err := pgqueue.NewCheckpoints(pool, transportSchema)
+	checks, err := pgstate.NewCheckpoints(pool, transportSchema)
 	require.NoError(t, err)
 	relays, err := transport.StandardRelays(transport.RelaysConfig{Store: store, Checkpoints: checks, Publisher: s.queue, SetAside: stack.SetAside, Logger: quiet})
 	require.NoError(t, err)

@@ -68,7 +68,7 @@ type DB interface {
 }
 
 // PostgresSessions is the SessionStore in the transport schema's
-// console_sessions table (adapters/pgqueue's migration 004).
+// console_sessions table (the transport schema's migration 004, adapters/transport/pgstate).
 type PostgresSessions struct {
 	db    DB
 	table string

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/harness"
+	"opledger/adapters/harness/pgstack"
 	"opledger/domain"
 	"opledger/domain/audit"
 	"opledger/eventstore"
@@ -108,7 +109,7 @@ func TestStoryThroughThePostgresTransport(t *testing.T) {
 	pool, err := pgxpool.New(t.Context(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	stack, err := harness.StartPostgresStack(t.Context(), pool, store, harness.StackOptions{ViewSchema: schema + "_rm", TransportSchema: schema + "_tr"})
+	stack, err := pgstack.Start(t.Context(), pool, store, pgstack.Options{ViewSchema: schema + "_rm", TransportSchema: schema + "_tr"})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, stack.Stop())

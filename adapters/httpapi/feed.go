@@ -36,6 +36,13 @@ const (
 // requests in flight as it may.
 const CodeFeedTooManyPolls = "feed.too-many-polls"
 
+// CodeRequestEnded is logged for a request whose client left before it was
+// answered (a long-poll given up), with status statusClientClosed: 499, as
+// nginx logs it, so that it reads as the client's doing, not the server's.
+const CodeRequestEnded = "request.ended"
+
+const statusClientClosed = 499
+
 type feedResponse struct {
 	Entries []feed.Entry `json:"entries"`
 	// Next is the position to send as after= on the next request: past
@@ -82,11 +89,16 @@ func (s *Server) getFeed(_ http.ResponseWriter, r *http.Request, _ Principal) (r
 		return reply{}, err
 	}
 	defer release()
-	page, err := s.feed.Wait(r.Context(), after, limit, wait)
-	if errors.Is(err, feed.ErrNoHead) {
-		err = fmt.Errorf("%w: %w", ledger.ErrCorruptStream, err)
-	}
-	if err != nil {
+	page, err := s.feed.Wait(r.Context(), after, limit, wait, s.draining)
+	switch {
+	case err != nil && r.Context().Err() != nil:
+		// The client left (or the request's bound passed) while it waited:
+		// nobody reads this answer; it is logged as what it was.
+		return reply{}, &apiError{status: statusClientClosed, code: CodeRequestEnded, cause: err,
+			message: "the request ended before the feed answered"}
+	case errors.Is(err, feed.ErrNoHead):
+		return reply{}, fmt.Errorf("%w: %w", ledger.ErrCorruptStream, err)
+	case err != nil:
 		return reply{}, err
 	}
 	resp := feedResponse{Entries: page.Entries, More: page.Full}

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -257,4 +258,31 @@ func TestFeedGapFreeUnderConcurrentAppends(t *testing.T) {
 	wg.Wait()
 	require.Len(t, followed, writers*each)
 	require.Equal(t, e.feedAll("", 1000), followed, "followed while appending = read once afterwards")
+}
+
+// A server shutting down (StopWaiting, which NewHTTPServer registers with
+// Shutdown) answers its long-polls at once with what they read, so that
+// Shutdown need not wait them out: a 20 s long-poll answers inside a client
+// bound of 10 s.
+func TestFeedLongPollsAnswerOnShutdown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.create("feed-shutdown")
+	_, next := e.feedUntil(1)
+	got := make(chan int, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/feed?wait=20s&after="+url.QueryEscape(next), nil)
+		req.Header.Set("Authorization", "Bearer "+tokenOf[httpapi.RoleSubscriber])
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			got <- 0
+			return
+		}
+		res.Body.Close()
+		got <- res.StatusCode
+	}()
+	e.api.StopWaiting()
+	require.Equal(t, http.StatusOK, <-got, "answered before the client's bound")
 }

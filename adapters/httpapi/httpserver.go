@@ -24,18 +24,22 @@ const (
 
 // NewHTTPServer returns an http.Server serving h on addr with the timeouts
 // above, its own errors logged through logger. Stop it with Shutdown, which
-// lets requests in flight finish. To serve TLS, set its TLSConfig to a
+// lets requests in flight finish (a feed long-poll answers at once). To serve TLS, set its TLSConfig to a
 // Certificate's TLSConfig and call ServeTLS(listener, "", "").
 func NewHTTPServer(addr string, h http.Handler, logger *slog.Logger) *http.Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &http.Server{
+	srv := &http.Server{
 		Addr: addr, Handler: h,
 		ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout,
 		MaxHeaderBytes: MaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if api, ok := h.(*Server); ok {
+		srv.RegisterOnShutdown(api.StopWaiting) // long-polls answer, so Shutdown need not wait them out
+	}
+	return srv
 }
 
 // Settings naming the TLS files, for callers' flags and help text.

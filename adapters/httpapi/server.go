@@ -29,7 +29,16 @@ type Server struct {
 	limiter    *limiter
 	feed       *feed.Reader
 	feedPolls  feedPolls
+	// draining is closed when the http.Server shuts down (StopWaiting):
+	// long-polls answer at once rather than hold the shutdown up.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
+
+// StopWaiting ends every long-poll at once (each answers what it has) and
+// every later one at its first read: NewHTTPServer registers it to run on
+// Shutdown, which otherwise waits for requests in flight to finish.
+func (s *Server) StopWaiting() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // Route is one endpoint and the roles that may call it (none: no token).
 type Route struct {
@@ -58,7 +67,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads, limiter: newLimiter(cfg.RateLimit), feed: fr,
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads, limiter: newLimiter(cfg.RateLimit), feed: fr, draining: make(chan struct{}),
 		exposition: promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
 	s.register()
 	return s, nil

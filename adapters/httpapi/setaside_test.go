@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/httpapi"
-	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
+	"opledger/adapters/transport/pgstate"
 	"opledger/domain/setaside"
 	"opledger/eventstore/postgres/pgtest"
 )
@@ -19,13 +20,13 @@ import (
 // released item is forgotten (its loop tries it again).
 func TestSetAsideListAndRelease(t *testing.T) {
 	t.Parallel()
-	var store *pgqueue.SetAside
+	var store *pgsetaside.Store
 	e := newEnv(t, func(c *httpapi.Config) {
 		url, schema := pgtest.Schema(t)
 		pool := openPool(t, url)
-		_, err := pgqueue.Migrate(t.Context(), pool, schema)
+		_, err := pgstate.Migrate(t.Context(), pool, schema)
 		require.NoError(t, err)
-		store, err = pgqueue.NewSetAside(pool, schema)
+		store, err = pgsetaside.New(pool, schema)
 		require.NoError(t, err)
 		c.SetAside = store
 	})

@@ -43,7 +43,7 @@ type ConsumerConfig struct {
 	MaxBytes, QueueCapacity int
 	// SetAside keeps the failed-attempt count of each message (role
 	// setaside.RoleKafka, item "<group>/<topic>/<partition>@<offset>"), so
-	// that it survives restarts and rebalances: pgqueue.NewSetAside in the
+	// that it survives restarts and rebalances: pgsetaside.New in the
 	// transport schema. Required.
 	SetAside setaside.Store
 	// Policy bounds the attempts at a failing message (a Retry that is not

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/eventstore/postgres/pgtest"
 )
 
@@ -23,7 +24,7 @@ func TestAckBatchKeepsEachResult(t *testing.T) {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	_, err = Migrate(ctx, pool, schema)
+	_, err = pgstate.Migrate(ctx, pool, schema)
 	require.NoError(t, err)
 	q, err := New(Config{DB: pool, Schema: schema, WorkerID: "w"})
 	require.NoError(t, err)

@@ -1,17 +1,17 @@
-// Package pgqueue keeps the transport's state in Postgres, in a schema of its
-// own (DefaultSchema unless configured), created and upgraded only by
-// Migrate:
+// Package pgqueue is the Postgres queue, in the transport schema
+// (pgstate.DefaultSchema unless configured), which pgstate.Migrate creates
+// and upgrades:
 //
-//   - Checkpoints: where each transport.Relay stands in the global log;
 //   - Queue: the Postgres-only transport for single-machine use. It is a
 //     transport.Publisher (the relay inserts into it) and a transport.Source
 //     (workers claim from it with FOR UPDATE SKIP LOCKED), and a
 //     transport.DeadLetterQueue; messages of every topic live in one table;
 //   - Resubmissions: the transport.ResubmissionLog for a dead-letter queue
-//     that cannot mark its own entries (the Kafka topic);
-//   - SetAside: the setaside.Store of every loop (the relay's and the Kafka
-//     consumer's failing items among them);
-//   - NewLeader: a relay's follow.Leadership (a pgleader.Lock, keyed per relay).
+//     that cannot mark its own entries (the Kafka topic).
+//
+// What the same schema holds that is not the queue lives with its owner:
+// the relays' checkpoints and leader locks in adapters/transport/pgstate,
+// every loop's set-aside items in adapters/pgsetaside.
 //
 // Queue semantics, stated as boundaries. A claim makes a row invisible for
 // the visibility timeout and counts an attempt; settling it (acknowledge,

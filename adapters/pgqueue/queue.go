@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 )
 
 // MaxConcurrency bounds Config.Concurrency, and so the rows one claim takes.
@@ -144,7 +145,7 @@ func (n *notifier) notify() {
 // (CheckSchema says whether it was).
 func New(cfg Config) (*Queue, error) {
 	cfg.setDefaults()
-	schema, err := schemaName(cfg.Schema)
+	schema, err := pgstate.Schema(cfg.Schema)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 )
 
 // Resubmissions is the transport.ResubmissionLog in the transport schema,
@@ -20,7 +21,7 @@ type Resubmissions struct {
 
 // NewResubmissions returns the log of schema (DefaultSchema when empty).
 func NewResubmissions(db Querier, schema string) (*Resubmissions, error) {
-	schema, err := schemaName(schema)
+	schema, err := pgstate.Schema(schema)
 	if err != nil {
 		return nil, err
 	}

@@ -10,10 +10,6 @@ import (
 // round trip; times come from the database's clock, the one every worker
 // shares.
 const (
-	sqlLoadCheckpoint = `SELECT position FROM %[1]s.relay_checkpoints WHERE name = $1`
-	sqlSaveCheckpoint = `INSERT INTO %[1]s.relay_checkpoints (name, position, updated_at) VALUES ($1, $2, now())
-ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position, updated_at = EXCLUDED.updated_at`
-
 	// sqlPublish inserts a batch; a message id already in the topic is left
 	// as it is (a relay publishing again after a crash).
 	sqlPublish = `INSERT INTO %[1]s.messages (topic, message_id, key, value, headers)
@@ -130,7 +126,6 @@ FROM %[1]s.resubmissions WHERE dead_letter_id = ANY($1)`
 
 // statements holds the SQL above for one schema.
 type statements struct {
-	loadCheckpoint, saveCheckpoint                  string
 	publish, claim, ack, deadLetter, retry, outage  string
 	ackBatch, release                               string
 	depthReady, depthDead                           string
@@ -143,7 +138,6 @@ func newStatements(schema string) statements {
 	ident := pgx.Identifier{schema}.Sanitize()
 	f := func(q string) string { return fmt.Sprintf(q, ident) }
 	return statements{
-		loadCheckpoint: f(sqlLoadCheckpoint), saveCheckpoint: f(sqlSaveCheckpoint),
 		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), ackBatch: f(sqlAckBatch), release: f(sqlRelease), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
 		depthReady: f(sqlDepthReady), depthDead: f(sqlDepthDead),
 		listTopic: f(sqlListTopic), listDead: f(sqlListDead), deadIDs: f(sqlDeadIDs), lockDead: f(sqlLockDead),

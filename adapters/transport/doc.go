@@ -11,7 +11,7 @@
 // message ids, and the worker's inbox answers them DuplicateDelivery.
 //
 // A relay is a follow.Follower: it holds a follow.Leadership while it
-// publishes (pgqueue.NewLeader on PostgreSQL), so N instances publish each
+// publishes (pgstate.NewLeader on PostgreSQL), so N instances publish each
 // message once; a standby takes
 // over when the leader's lock session dies. An event the relay cannot turn
 // into a message is retried a bounded number of times, then set aside

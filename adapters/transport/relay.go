@@ -24,6 +24,7 @@ import (
 const (
 	RelayRefundRequests  = "refund-requests"  // SelectRefundRequests
 	RelaySecuritySignals = "security-signals" // SelectSecuritySignals
+	RelayOperationFeed   = "operation-feed"   // SelectOperationFeed
 )
 
 // Outbound is one message a Relay publishes.
@@ -64,10 +65,12 @@ type Checkpoints interface {
 }
 
 // Selector maps one log event to the messages to publish for it (none for
-// most events). An error means the event cannot be turned into a message
-// (undecodable, an unexpected shape): the relay retries it a bounded number
-// of times (RelayConfig.Policy) and then sets it aside and moves past it.
-type Selector func(rec eventstore.RecordedEvent) ([]Outbound, error)
+// most events); ctx bounds what it reads besides the event (the operation
+// feed reads an operation's first event). An error means the event cannot
+// be turned into a message (undecodable, an unexpected shape, a read that
+// failed): the relay retries it a bounded number of times
+// (RelayConfig.Policy) and then sets it aside and moves past it.
+type Selector func(ctx context.Context, rec eventstore.RecordedEvent) ([]Outbound, error)
 
 // ReasonRelaySelectFailed is the set-aside reason of an event a relay could
 // not turn into a message.
@@ -91,13 +94,13 @@ type RelayConfig struct {
 	// SetAside keeps the events the relay could not turn into messages
 	// (role setaside.RoleRelay, item "<relay name>:<event id>"). Default: an
 	// in-memory store, whose counts a restart forgets (serve passes
-	// pgqueue.NewSetAside).
+	// pgsetaside.New).
 	SetAside setaside.Store
 	// Policy bounds the retries of such an event (default
 	// DefaultRelayPolicy).
 	Policy setaside.Policy
 	// Leader is the lock the relay publishes under (default: none, the relay
-	// always leads): pgqueue.NewLeader on PostgreSQL.
+	// always leads): pgstate.NewLeader on PostgreSQL.
 	Leader follow.Leadership
 	// LeaderRetry is how often a standby tries to take the lock, and how
 	// long a relay that lost it waits before trying again, so that a waiting

@@ -176,7 +176,7 @@ func (h *relayHandler) relayBatch(ctx context.Context, b follow.Batch[struct{}])
 	)
 	for i, rec := range b.Events {
 		item := r.itemName(rec)
-		msgs, err := r.cfg.Select(rec)
+		msgs, err := r.cfg.Select(ctx, rec)
 		if err != nil {
 			it, ferr := h.failed(ctx, rec, item, err)
 			if ferr != nil {

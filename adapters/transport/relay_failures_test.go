@@ -144,14 +144,14 @@ func TestRelayClearsAnEventThatRecovers(t *testing.T) {
 		mu    sync.Mutex
 		fails = 2
 	)
-	flaky := func(rec eventstore.RecordedEvent) ([]transport.Outbound, error) {
+	flaky := func(ctx context.Context, rec eventstore.RecordedEvent) ([]transport.Outbound, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if rec.Type == domain.TypeCapabilityIssued && fails > 0 {
 			fails--
 			return nil, errors.New("transient")
 		}
-		return transport.SelectRefundRequests(rec)
+		return transport.SelectRefundRequests(ctx, rec)
 	}
 	r := w.relay(func(c *transport.RelayConfig) { c.Select = flaky })
 	w.run(r)

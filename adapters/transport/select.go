@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"fmt"
 
 	"opledger/domain"
@@ -15,7 +16,7 @@ import (
 // kind whose uses its holder presents (domain.EffectPolicy.PublishOnIssue
 // false: an export download is delivered when it is asked for, one use per
 // presentation, never because it was authorized).
-func SelectRefundRequests(rec eventstore.RecordedEvent) ([]Outbound, error) {
+func SelectRefundRequests(_ context.Context, rec eventstore.RecordedEvent) ([]Outbound, error) {
 	if rec.Type != domain.TypeCapabilityIssued {
 		return nil, nil
 	}
@@ -54,7 +55,7 @@ func SelectRefundRequests(rec eventstore.RecordedEvent) ([]Outbound, error) {
 // capability id, and every LogRegressed (the store lost acknowledged
 // writes) to one of kind SignalLogRegressed, keyed by the stream that went
 // back. Other events map to nothing.
-func SelectSecuritySignals(rec eventstore.RecordedEvent) ([]Outbound, error) {
+func SelectSecuritySignals(_ context.Context, rec eventstore.RecordedEvent) ([]Outbound, error) {
 	if rec.Type == domain.TypeLogRegressed {
 		return selectRegression(rec)
 	}

@@ -36,7 +36,7 @@ func TestAnExportDownloadsCapabilityIsNotPublished(t *testing.T) {
 	require.NoError(t, err)
 	var published []domain.CapabilityID
 	for _, rec := range recs {
-		out, err := transport.SelectRefundRequests(rec)
+		out, err := transport.SelectRefundRequests(t.Context(), rec)
 		require.NoError(t, err)
 		for _, o := range out {
 			req, err := transport.DecodeRefundRequest(o.Value)
@@ -61,7 +61,7 @@ func TestALogRegressionRaisesASecuritySignal(t *testing.T) {
 	recs, err := store.ReadAll(t.Context(), nil, 10)
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	out, err := transport.SelectSecuritySignals(recs[0])
+	out, err := transport.SelectSecuritySignals(t.Context(), recs[0])
 	require.NoError(t, err)
 	require.Len(t, out, 1)
 	require.Equal(t, transport.TopicSecuritySignals, out[0].Topic)

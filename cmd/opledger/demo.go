@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/adapters/harness"
+	"opledger/adapters/harness/pgstack"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/audit"
 	"opledger/domain/recovery"
@@ -240,7 +241,7 @@ type demoResult struct {
 type demoEnv struct {
 	kind    string
 	store   eventstore.Store
-	stack   *harness.Stack
+	stack   *pgstack.Stack
 	closers []func()
 	// pool and the schemas are PostgreSQL's (nil and empty in memory).
 	pool                *pgxpool.Pool
@@ -376,7 +377,7 @@ func postgresDemoEnv(ctx context.Context, pool *pgxpool.Pool, where string, keep
 		return nil, err
 	}
 	env.store = store
-	stack, err := harness.StartPostgresStack(ctx, pool, store, harness.StackOptions{ViewSchema: rm, TransportSchema: tr, KafkaBrokers: brokers, Logger: log})
+	stack, err := pgstack.Start(ctx, pool, store, pgstack.Options{ViewSchema: rm, TransportSchema: tr, KafkaBrokers: brokers, Logger: log})
 	if err != nil {
 		env.closeSchemas()
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/cmd/opledger/internal/settings"
 )
 
@@ -90,8 +91,8 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, cmd, err)
 	}
 	defer pool.Close()
-	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil {
-		return fail(stderr, cmd, schemaError(db, err, pgqueue.ErrSchemaOutdated))
+	if err := pgstate.CheckSchema(ctx, pool, db.transport); err != nil {
+		return fail(stderr, cmd, schemaError(db, err, pgstate.ErrSchemaOutdated))
 	}
 	log := newLogger(stderr, f)
 	q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: db.transport, Logger: log})

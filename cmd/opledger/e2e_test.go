@@ -58,6 +58,8 @@ const (
 	workerToken   = "worker-token-0123456789"
 	operatorToken = "operator-token-0123456789"
 	auditorToken  = "auditor-token-0123456789"
+	// subscriberToken is a service downstream's: the operation feed only.
+	subscriberToken = "subscriber-token-0123456789"
 )
 
 // system is one serve + provider-sim pair on their own schemas.
@@ -122,8 +124,8 @@ func newSystemWith(t *testing.T, serveArgs ...string) *system {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte(fmt.Sprintf(
-		"# role token name\nagent %s agent-7\nworker %s worker-go\noperator %s ops-1\nauditor %s audit-1\n",
-		agentToken, workerToken, operatorToken, auditorToken)), 0o600))
+		"# role token name\nagent %s agent-7\nworker %s worker-go\noperator %s ops-1\nauditor %s audit-1\nsubscriber %s portal\n",
+		agentToken, workerToken, operatorToken, auditorToken, subscriberToken)), 0o600))
 	s := &system{t: t, api: freeAddr(t), sim: freeAddr(t), tokens: tokens, keys: filepath.Join(dir, "keys")}
 	s.env = append(os.Environ(), "DATABASE_URL="+url, "OPLEDGER_STORE_SCHEMA="+schema+"_es",
 		"OPLEDGER_SCHEMA="+schema, "OPLEDGER_TRANSPORT_SCHEMA="+schema+"_tr", "KAFKA_BROKERS=",

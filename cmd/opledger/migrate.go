@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"opledger/adapters/pgqueue"
+	"opledger/adapters/transport/pgstate"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/eventstore/postgres"
 	"opledger/eventstore/postgres/pgmigrate"
@@ -29,7 +29,7 @@ type schemaMigration struct {
 var migrations = []schemaMigration{
 	{"event store", settings.StoreSchema, postgres.Migrations, postgres.Migrate},
 	{"read models", settings.ReadModelSchema, projections.Migrations, projections.Migrate},
-	{"transport", settings.TransportSchema, pgqueue.Migrations, pgqueue.Migrate},
+	{"transport", settings.TransportSchema, pgstate.Migrations, pgstate.Migrate},
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -14,6 +14,7 @@ import (
 	"opledger/adapters/harness"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/eventstore"
 	"opledger/eventstore/memory"
 	"opledger/eventstore/postgres/pgtest"
@@ -29,7 +30,7 @@ func TestDLQResubmitProgress(t *testing.T) {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	defer pool.Close()
-	_, err = pgqueue.Migrate(ctx, pool, schema)
+	_, err = pgstate.Migrate(ctx, pool, schema)
 	require.NoError(t, err)
 	q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: schema, WorkerID: "w1"})
 	require.NoError(t, err)

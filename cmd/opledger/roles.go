@@ -12,10 +12,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"opledger/adapters/httpapi"
-	"opledger/adapters/pgqueue"
 	"opledger/adapters/roles"
 	"opledger/adapters/tracing"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
@@ -61,12 +61,15 @@ func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store ev
 		if err != nil {
 			return nil, nil, err
 		}
-		checks, err := pgqueue.NewCheckpoints(pool, db.transport)
+		checks, err := pgstate.NewCheckpoints(pool, db.transport)
 		if err != nil {
 			closeP()
 			return nil, nil, err
 		}
-		cfg.Relays = &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport)}
+		// On Kafka the relay also publishes the operation feed for the
+		// services downstream (on the Postgres queue they read GET /v1/feed).
+		cfg.Relays = &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport),
+			OperationFeed: len(s.brokers) > 0}
 		closePub = closeP
 	}
 	built, err := roles.Build(cfg)

@@ -13,7 +13,8 @@ import (
 
 	"opledger/adapters/captoken"
 	"opledger/adapters/httpapi"
-	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
+	"opledger/adapters/transport/pgstate"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
 	"opledger/domain/clock"
@@ -191,8 +192,8 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	if err := projections.CheckSchema(ctx, pool, db.viewSchema); err != nil {
 		return schemaError(db, err, projections.ErrSchemaOutdated)
 	}
-	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil { // the relay's tables, and every role's set_aside
-		return schemaError(db, err, pgqueue.ErrSchemaOutdated)
+	if err := pgstate.CheckSchema(ctx, pool, db.transport); err != nil { // the relay's tables, and every role's set_aside
+		return schemaError(db, err, pgstate.ErrSchemaOutdated)
 	}
 	repl, err := newReplicationWatch(s.replication, opened.Replication, log)
 	if err != nil {
@@ -218,7 +219,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	failing, err := pgqueue.NewSetAside(pool, db.transport) // the roles' failing items, beside the transport's tables
+	failing, err := pgsetaside.New(pool, db.transport) // the roles' failing items, beside the transport's tables
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"opledger/adapters/httpapi"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
 	"opledger/adapters/transport"
 )
 
@@ -39,7 +40,7 @@ func readiness(pool *pgxpool.Pool, storeCheck func(context.Context) error) func(
 // Postgres-only transport) and the set-aside counts.
 func serveStatus(sup *supervisor, pool *pgxpool.Pool, relays []*transport.Relay, schema string, s serveSettings) (httpapi.Status, error) {
 	st := httpapi.Status{Roles: sup.statuses}
-	aside, err := pgqueue.NewSetAside(pool, schema)
+	aside, err := pgsetaside.New(pool, schema)
 	if err != nil {
 		return st, err
 	}

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"opledger/adapters/httpapi"
-	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
+	"opledger/adapters/transport/pgstate"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain/setaside"
 )
@@ -89,10 +90,10 @@ func runSetAside(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return fail(stderr, cmd, err)
 	}
 	defer pool.Close()
-	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil {
-		return fail(stderr, cmd, schemaError(db, err, pgqueue.ErrSchemaOutdated))
+	if err := pgstate.CheckSchema(ctx, pool, db.transport); err != nil {
+		return fail(stderr, cmd, schemaError(db, err, pgstate.ErrSchemaOutdated))
 	}
-	store, err := pgqueue.NewSetAside(pool, db.transport)
+	store, err := pgsetaside.New(pool, db.transport)
 	if err != nil {
 		return fail(stderr, cmd, err)
 	}

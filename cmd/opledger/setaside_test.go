@@ -11,7 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
+	"opledger/adapters/transport/pgstate"
 	"opledger/domain/setaside"
 	"opledger/eventstore/postgres/pgtest"
 )
@@ -25,9 +26,9 @@ func TestSetAsideCommands(t *testing.T) {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	defer pool.Close()
-	_, err = pgqueue.Migrate(ctx, pool, schema)
+	_, err = pgstate.Migrate(ctx, pool, schema)
 	require.NoError(t, err)
-	store, err := pgqueue.NewSetAside(pool, schema)
+	store, err := pgsetaside.New(pool, schema)
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 26, 14, 2, 10, 0, time.UTC)
 	policy := setaside.Policy{MaxAttempts: 1}

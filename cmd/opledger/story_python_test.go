@@ -105,6 +105,8 @@ func TestStoryWithAPythonWorker(t *testing.T) {
 	py := python3(t)
 	t.Parallel()
 	s := newSystemWith(t, "--reconcile-interval", "100ms")
+	// The support portal's service follows the operation feed with its inbox.
+	portal := s.startFeedConsumer(t)
 
 	// Thursday 14:02: an agent approves a 120.00 refund on ORD-8841.
 	op, token := s.approve("story-python")
@@ -154,4 +156,10 @@ func TestStoryWithAPythonWorker(t *testing.T) {
 		list, _ := r.body["evidence"].([]any)
 		return len(list) == 3 // two duplicate deliveries, one replay refused
 	}, clientWaitBound, 20*time.Millisecond, "the ledger shows why")
+
+	// Downstream, one row in the portal's table for the one refund; and
+	// still one after the feed is read again from its start.
+	portal.requireOneRefund(op)
+	portal.rewind()
+	portal.requireOneRefund(op)
 }

@@ -13,9 +13,11 @@ import (
 
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
 	"opledger/adapters/roles"
 	"opledger/adapters/tracing"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
 	"opledger/domain/clock"
@@ -51,8 +53,8 @@ type workerSettings struct {
 	relay       bool
 	brokers     []string
 	group       string
-	// groupTiming: the consumer group's heartbeat interval, session and
-	// rebalance timeouts (kafka.CheckGroupTiming).
+	// heartbeat, session, rebalance: the consumer group's timings
+	// (kafka.CheckGroupTiming).
 	heartbeat, session, rebalance time.Duration
 	exportURL                     string // the export-delivery service, for export downloads; "" none
 	tracing                       tracingConfig
@@ -128,8 +130,8 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 	}
 	defer opened.Release()
 	store := opened.Store
-	if err := pgqueue.CheckSchema(ctx, pool, db.transport); err != nil {
-		return schemaError(db, err, pgqueue.ErrSchemaOutdated)
+	if err := pgstate.CheckSchema(ctx, pool, db.transport); err != nil {
+		return schemaError(db, err, pgstate.ErrSchemaOutdated)
 	}
 	repl, err := newReplicationWatch(s.replication, opened.Replication, log)
 	if err != nil {
@@ -198,16 +200,17 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 	context.AfterFunc(gctx, stop)
 	go regressions.flush(gctx)
 	if s.relay {
-		checks, err := pgqueue.NewCheckpoints(pool, db.transport)
+		checks, err := pgstate.NewCheckpoints(pool, db.transport)
 		if err != nil {
 			return err
 		}
-		sa, err := pgqueue.NewSetAside(pool, db.transport)
+		sa, err := pgsetaside.New(pool, db.transport)
 		if err != nil {
 			return err
 		}
 		built, err := roles.Build(roles.Config{Store: store, Logger: log, SetAside: sa,
-			Relays: &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport)}})
+			Relays: &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport),
+				OperationFeed: len(s.brokers) > 0}})
 		if err != nil {
 			return err
 		}
@@ -259,7 +262,7 @@ var errShutdownOverdue = errors.New("stopped with work in flight after the shutd
 // relayLeader gives each relay its PostgreSQL leader lock, so that serve
 // instances (and workers run with --relay) publish each message once.
 func relayLeader(pool *pgxpool.Pool, schema string) func(string) (follow.Leadership, error) {
-	return func(name string) (follow.Leadership, error) { return pgqueue.NewLeader(pool, schema, name) }
+	return func(name string) (follow.Leadership, error) { return pgstate.NewLeader(pool, schema, name) }
 }
 
 func transportName(brokers []string) string {
@@ -283,7 +286,7 @@ func openTransport(pool *pgxpool.Pool, schema string, s workerSettings, log *slo
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sa, err := pgqueue.NewSetAside(pool, schema)
+	sa, err := pgsetaside.New(pool, schema)
 	if err != nil {
 		_ = pub.Close()
 		return nil, nil, nil, err

@@ -11,6 +11,7 @@ import (
 
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/eventstore/postgres/pgtest"
 )
 
@@ -54,7 +55,7 @@ func TestDLQCommandsOnPostgres(t *testing.T) {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	defer pool.Close()
-	_, err = pgqueue.Migrate(ctx, pool, schema)
+	_, err = pgstate.Migrate(ctx, pool, schema)
 	require.NoError(t, err)
 	q, err := pgqueue.New(pgqueue.Config{DB: pool, Schema: schema, WorkerID: "w1"})
 	require.NoError(t, err)

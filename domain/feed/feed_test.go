@@ -172,20 +172,20 @@ func TestWait(t *testing.T) {
 	r := newReader(t, s)
 	page, err := r.Read(t.Context(), nil, feed.MaxPage)
 	require.NoError(t, err)
-	short, err := r.Wait(t.Context(), nil, feed.MaxPage, time.Nanosecond)
+	short, err := r.Wait(t.Context(), nil, feed.MaxPage, time.Nanosecond, nil)
 	require.NoError(t, err)
 	require.Equal(t, page, short, "a wait shorter than a read still reads once")
 
 	x := domain.ExecutionID("EXE-1.1")
 	appendEvents(t, s, "operation-OP-1", domain.LeaseRenewed{ExecutionID: x, LeaseEpoch: 2, RenewedAt: t0}) // no entry
-	quiet, err := r.Wait(t.Context(), page.Next, 10, time.Millisecond)
+	quiet, err := r.Wait(t.Context(), page.Next, 10, time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Empty(t, quiet.Entries)
 	require.Positive(t, quiet.Next.Compare(page.Next), "Next moved past the renewal")
 
 	got := make(chan feed.Page, 1)
 	go func() {
-		p, err := r.Wait(context.WithoutCancel(t.Context()), quiet.Next, 10, time.Minute)
+		p, err := r.Wait(context.WithoutCancel(t.Context()), quiet.Next, 10, time.Minute, nil)
 		if err != nil {
 			p = feed.Page{}
 		}
@@ -198,6 +198,32 @@ func TestWait(t *testing.T) {
 		require.Equal(t, "provider.cannot-tell", p.Entries[0].Reason)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Wait did not return the entry appended while it waited")
+	}
+
+	// A stop ends a wait at once, with what it read (nothing new).
+	stop := make(chan struct{})
+	stopped := make(chan error, 1)
+	go func() {
+		_, err := r.Wait(context.WithoutCancel(t.Context()), nil, 1, time.Hour, stop) // one event: the start of the log
+		stopped <- err
+	}()
+	end, err := r.Read(t.Context(), nil, feed.MaxPage)
+	require.NoError(t, err)
+	go func() {
+		p, err := r.Wait(context.WithoutCancel(t.Context()), end.Next, 10, time.Hour, stop)
+		if err == nil && len(p.Entries) > 0 {
+			err = fmt.Errorf("%d entries", len(p.Entries))
+		}
+		stopped <- err
+	}()
+	close(stop)
+	for range 2 {
+		select {
+		case err := <-stopped:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("a stopped wait did not return")
+		}
 	}
 }
 

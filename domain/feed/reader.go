@@ -105,15 +105,26 @@ func (r *Reader) Read(ctx context.Context, after eventstore.Position, limit int)
 // the shared log follower (eventstore/follow: pausing PollMin doubling to
 // PollMax between empty reads) and returns the first page with entries (or
 // a full page), or, when wait has passed, an empty page whose Next is as
-// far as it read. wait <= 0 is Read. A failed read fails the call.
-func (r *Reader) Wait(ctx context.Context, after eventstore.Position, limit int, wait time.Duration) (Page, error) {
+// far as it read. wait <= 0 is Read. A failed read fails the call. When
+// stop (which may be nil) is closed, the wait ends at once as if it had
+// passed: a server shutting down answers its long-polls.
+func (r *Reader) Wait(ctx context.Context, after eventstore.Position, limit int, wait time.Duration, stop <-chan struct{}) (Page, error) {
 	page, err := r.Read(ctx, after, limit)
 	if err != nil || wait <= 0 || len(page.Entries) > 0 || page.Full {
 		return page, err
 	}
-	wctx, stop := context.WithTimeout(ctx, wait)
-	defer stop()
-	w := &waiter{r: r, page: page, stop: stop}
+	wctx, end := context.WithTimeout(ctx, wait)
+	defer end()
+	if stop != nil {
+		go func() {
+			select {
+			case <-stop:
+				end()
+			case <-wctx.Done():
+			}
+		}()
+	}
+	w := &waiter{r: r, page: page, stop: end}
 	f, err := follow.New(follow.Config[struct{}]{
 		Name: "feed wait", Store: r.cfg.Store, Handler: w, BatchSize: limit,
 		PollMin: r.cfg.PollMin, PollMax: r.cfg.PollMax, MaxFailures: 1, Logger: quiet,

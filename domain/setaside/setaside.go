@@ -108,7 +108,7 @@ type Count struct {
 }
 
 // Store keeps failing items. Implementations are safe for concurrent use and
-// honour their context. The PostgreSQL implementation is pgqueue.SetAside
+// honour their context. The PostgreSQL implementation is pgsetaside.Store
 // (in the transport schema, which a projection rebuild never replaces);
 // Memory is the in-process one.
 type Store interface {

@@ -11,6 +11,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"opledger/domain/feed"
+	"opledger/inbox"
 )
 
 // TopicOperationFeed is the feed's Kafka topic (adapters/transport's
@@ -27,6 +28,11 @@ type KafkaFollower struct {
 	GroupID string // default "refunds-issued"
 	MaxWait time.Duration
 	Log     *slog.Logger
+	// handled, when set, hears what became of each entry, and
+	// beforeCommit runs before its offset is committed (tests: a crash
+	// there).
+	handled      func(feed.Entry, inbox.Result)
+	beforeCommit func() error
 }
 
 // Run follows the topic until ctx ends. An entry whose handling fails is
@@ -55,6 +61,11 @@ func (f *KafkaFollower) Run(ctx context.Context, c *Consumer) error {
 		} else if err := f.handle(ctx, c, e); err != nil {
 			return err
 		}
+		if f.beforeCommit != nil {
+			if err := f.beforeCommit(); err != nil {
+				return err
+			}
+		}
 		if err := r.CommitMessages(ctx, m); err != nil {
 			return fmt.Errorf("kafka: commit %d@%d: %w", m.Partition, m.Offset, err)
 		}
@@ -64,7 +75,10 @@ func (f *KafkaFollower) Run(ctx context.Context, c *Consumer) error {
 func (f *KafkaFollower) handle(ctx context.Context, c *Consumer, e feed.Entry) error {
 	backoff := time.Second
 	for {
-		_, err := c.Handle(ctx, e, "")
+		res, err := c.Handle(ctx, e, "")
+		if err == nil && f.handled != nil {
+			f.handled(e, res)
+		}
 		if err == nil || ctx.Err() != nil {
 			return ctx.Err()
 		}

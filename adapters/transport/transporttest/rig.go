@@ -24,9 +24,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/harness"
-	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
 	"opledger/adapters/provider/sim"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/domain"
 	"opledger/domain/codec"
 	"opledger/domain/setaside"
@@ -44,10 +45,10 @@ type Rig struct {
 	Store  eventstore.Store
 	Pool   *pgxpool.Pool // the transport schema's database
 	Schema string        // the transport schema, migrated
-	Checks *pgqueue.Checkpoints
+	Checks *pgstate.Checkpoints
 	// SetAside is the transport schema's set-aside store (relay and Kafka
 	// consumer failures).
-	SetAside *pgqueue.SetAside
+	SetAside *pgsetaside.Store
 
 	mu      sync.Mutex
 	records []Record
@@ -75,11 +76,11 @@ func New(t testing.TB) *Rig {
 	pool, err := pgxpool.New(t.Context(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	_, err = pgqueue.Migrate(t.Context(), pool, schema)
+	_, err = pgstate.Migrate(t.Context(), pool, schema)
 	require.NoError(t, err)
-	checks, err := pgqueue.NewCheckpoints(pool, schema)
+	checks, err := pgstate.NewCheckpoints(pool, schema)
 	require.NoError(t, err)
-	sa, err := pgqueue.NewSetAside(pool, schema)
+	sa, err := pgsetaside.New(pool, schema)
 	require.NoError(t, err)
 	return &Rig{T: t, World: w, Store: store, Pool: pool, Schema: schema, Checks: checks, SetAside: sa, changed: make(chan struct{})}
 }

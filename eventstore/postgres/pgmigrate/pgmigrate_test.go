@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"opledger/adapters/pgqueue"
+	"opledger/adapters/transport/pgstate"
 	"opledger/eventstore/postgres"
 	"opledger/eventstore/postgres/pgmigrate"
 	"opledger/eventstore/postgres/pgtest"
@@ -265,7 +265,7 @@ func TestReleasedLockKeys(t *testing.T) {
 			}},
 		"transport": {`hashtextextended($1, 0)`, "opledger.transport.migrate:",
 			func(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, error) {
-				return pgqueue.Migrate(ctx, pool, schema)
+				return pgstate.Migrate(ctx, pool, schema)
 			}},
 		"HashText": {`hashtext($1)`, "pgmigrate.test:",
 			func(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, error) {

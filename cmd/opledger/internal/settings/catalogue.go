@@ -14,6 +14,7 @@ import (
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/provider"
 	"opledger/adapters/roles"
+	"opledger/adapters/transport/pgstate"
 	"opledger/domain"
 	"opledger/eventstore/kurrent"
 	"opledger/eventstore/postgres"
@@ -49,7 +50,7 @@ var (
 	ReadModelSchema = &Setting{Flag: "schema", FlagIn: map[string]string{"projections rebuild": "live-schema"},
 		Env: "OPLEDGER_SCHEMA", Default: projections.DefaultSchema, Arg: "NAME",
 		Help: "schema of the read models analysts query", Check: nonEmpty("a schema name")}
-	TransportSchema = &Setting{Flag: "transport-schema", Env: "OPLEDGER_TRANSPORT_SCHEMA", Default: pgqueue.DefaultSchema, Arg: "NAME",
+	TransportSchema = &Setting{Flag: "transport-schema", Env: "OPLEDGER_TRANSPORT_SCHEMA", Default: pgstate.DefaultSchema, Arg: "NAME",
 		Help:  "schema of the transport tables: relay checkpoints, the Postgres queue, resubmissions, the loops' set-aside items, the console's sessions",
 		Check: nonEmpty("a schema name")}
 

@@ -1,4 +1,10 @@
-package pgqueue
+// Package pgstate is the transport schema on PostgreSQL and the state the
+// relays keep in it beside any transport: the schema's migrations (Migrate,
+// CheckSchema), where each relay stands in the log (Checkpoints) and the
+// lock each relay leads under (NewLeader). The same schema holds the
+// Postgres queue's tables (adapters/pgqueue) and every loop's set-aside
+// items (adapters/pgsetaside), which its migrations also create.
+package pgstate
 
 import (
 	"context"
@@ -47,9 +53,9 @@ func Migrations() ([]Migration, error) { return migrationSet.Migrations() }
 // migrations, creating it if needed, and returns the versions applied.
 // Pending migrations run in one transaction, each recorded in
 // schema.schema_migrations; concurrent calls serialize on an advisory lock.
-// Nothing else in this package creates or changes the schema.
+// Nothing else creates or changes the schema.
 func Migrate(ctx context.Context, db Beginner, schema string) (applied []int, err error) {
-	schema, err = schemaName(schema)
+	schema, err = Schema(schema)
 	if err != nil {
 		return nil, err
 	}
@@ -60,21 +66,22 @@ func Migrate(ctx context.Context, db Beginner, schema string) (applied []int, er
 // embedded migration, else an error wrapping ErrSchemaOutdated that names
 // what is missing. Workers and tools refuse to start on it.
 func CheckSchema(ctx context.Context, db Querier, schema string) error {
-	schema, err := schemaName(schema)
+	schema, err := Schema(schema)
 	if err != nil {
 		return err
 	}
 	return migrationSet.Check(ctx, db, schema)
 }
 
-// schemaName defaults and validates a schema name (Postgres truncates
-// identifiers beyond 63 bytes silently, so those are refused).
-func schemaName(schema string) (string, error) {
+// Schema defaults (DefaultSchema when empty) and validates the name of a
+// transport schema (Postgres truncates identifiers beyond 63 bytes
+// silently, so those are refused).
+func Schema(schema string) (string, error) {
 	if schema == "" {
 		schema = DefaultSchema
 	}
 	if err := pgmigrate.ValidateSchemaName(schema); err != nil {
-		return "", fmt.Errorf("pgqueue: %w", err)
+		return "", fmt.Errorf("transport schema: %w", err)
 	}
 	return schema, nil
 }

@@ -1,4 +1,4 @@
-package pgqueue
+package pgstate
 
 import (
 	"errors"
@@ -15,14 +15,14 @@ import (
 // the same schema and name. It does no I/O.
 func NewLeader(pool *pgxpool.Pool, schema, name string) (*pgleader.Lock, error) {
 	if pool == nil {
-		return nil, errors.New("pgqueue: leader: nil pool")
+		return nil, errors.New("pgstate: leader: nil pool")
 	}
-	schema, err := schemaName(schema)
+	schema, err := Schema(schema)
 	if err != nil {
 		return nil, err
 	}
 	if name == "" {
-		return nil, errors.New("pgqueue: leader: a relay name is required")
+		return nil, errors.New("pgstate: leader: a relay name is required")
 	}
 	return pgleader.New(pool.Config().ConnConfig, leaderKey(schema, name), "opledger-relay-"+name)
 }

@@ -1,4 +1,4 @@
-package pgqueue
+package pgsetaside
 
 import (
 	"cmp"
@@ -9,29 +9,34 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opledger/adapters/transport/pgstate"
 	"opledger/domain"
 	"opledger/domain/setaside"
+	"opledger/eventstore/postgres/pgmigrate"
 )
 
-// SetAside keeps the loops' failing items in the transport schema's
-// set_aside table. It implements setaside.Store and is safe for concurrent
-// use. Times are the callers' (the ledger's clock), not the database's.
-type SetAside struct {
-	db  Querier
+// Store keeps the loops' failing items in the set_aside table of the
+// transport schema (pgstate.Migrate creates it there: a projection rebuild
+// replaces the read-model schema and must not forget them). It implements
+// setaside.Store and is safe for concurrent use. Times are the callers'
+// (the ledger's clock), not the database's.
+type Store struct {
+	db  pgmigrate.Querier
 	sql setAsideStatements
 }
 
-// NewSetAside returns the set-aside store of schema (DefaultSchema when
-// empty) on db. It does no I/O; the schema must have been migrated.
-func NewSetAside(db Querier, schema string) (*SetAside, error) {
-	schema, err := schemaName(schema)
+// New returns the set-aside store of the transport schema schema
+// (pgstate.DefaultSchema when empty) on db. It does no I/O; the schema must
+// have been migrated.
+func New(db pgmigrate.Querier, schema string) (*Store, error) {
+	schema, err := pgstate.Schema(schema)
 	if err != nil {
 		return nil, err
 	}
 	if db == nil {
-		return nil, errors.New("pgqueue: nil database")
+		return nil, errors.New("pgsetaside: nil database")
 	}
-	return &SetAside{db: db, sql: newSetAsideStatements(schema)}, nil
+	return &Store{db: db, sql: newSetAsideStatements(schema)}, nil
 }
 
 const setAsideColumns = `role, item, operation_id, reason, detail, attempts, first_failed_at, last_failed_at, retry_at, set_aside_at`
@@ -75,7 +80,7 @@ func newSetAsideStatements(schema string) setAsideStatements {
 }
 
 // Fail implements setaside.Store.
-func (s *SetAside) Fail(ctx context.Context, f setaside.Failure, p setaside.Policy) (setaside.Item, error) {
+func (s *Store) Fail(ctx context.Context, f setaside.Failure, p setaside.Policy) (setaside.Item, error) {
 	if err := setaside.CheckFailure(f); err != nil {
 		return setaside.Item{}, err
 	}
@@ -96,7 +101,7 @@ func (s *SetAside) Fail(ctx context.Context, f setaside.Failure, p setaside.Poli
 }
 
 // Clear implements setaside.Store.
-func (s *SetAside) Clear(ctx context.Context, role setaside.Role, item string) error {
+func (s *Store) Clear(ctx context.Context, role setaside.Role, item string) error {
 	if _, err := s.db.Exec(ctx, s.sql.clear, string(role), item); err != nil {
 		return fmt.Errorf("clear set-aside %s %s: %w", role, item, err)
 	}
@@ -104,7 +109,7 @@ func (s *SetAside) Clear(ctx context.Context, role setaside.Role, item string) e
 }
 
 // Held implements setaside.Store.
-func (s *SetAside) Held(ctx context.Context, role setaside.Role, items []string, now time.Time) (map[string]setaside.Item, error) {
+func (s *Store) Held(ctx context.Context, role setaside.Role, items []string, now time.Time) (map[string]setaside.Item, error) {
 	if len(items) > setaside.MaxHeldBatch {
 		return nil, fmt.Errorf("%w: %d items asked about, at most %d", setaside.ErrInvalid, len(items), setaside.MaxHeldBatch)
 	}
@@ -127,7 +132,7 @@ func (s *SetAside) Held(ctx context.Context, role setaside.Role, items []string,
 }
 
 // Get implements setaside.Store.
-func (s *SetAside) Get(ctx context.Context, role setaside.Role, item string) (setaside.Item, bool, error) {
+func (s *Store) Get(ctx context.Context, role setaside.Role, item string) (setaside.Item, bool, error) {
 	it, err := scanItem(s.db.QueryRow(ctx, s.sql.get, string(role), item))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return setaside.Item{}, false, nil
@@ -139,7 +144,7 @@ func (s *SetAside) Get(ctx context.Context, role setaside.Role, item string) (se
 }
 
 // List implements setaside.Store.
-func (s *SetAside) List(ctx context.Context, q setaside.Query) ([]setaside.Item, error) {
+func (s *Store) List(ctx context.Context, q setaside.Query) ([]setaside.Item, error) {
 	limit, err := setaside.LimitOf(q)
 	if err != nil {
 		return nil, err
@@ -161,7 +166,7 @@ func (s *SetAside) List(ctx context.Context, q setaside.Query) ([]setaside.Item,
 }
 
 // Counts implements setaside.Store.
-func (s *SetAside) Counts(ctx context.Context) ([]setaside.Count, error) {
+func (s *Store) Counts(ctx context.Context) ([]setaside.Count, error) {
 	rows, err := s.db.Query(ctx, s.sql.count)
 	if err != nil {
 		return nil, fmt.Errorf("count set-aside items: %w", err)
@@ -206,4 +211,4 @@ func deref(p *string) string {
 	return *p
 }
 
-var _ setaside.Store = (*SetAside)(nil)
+var _ setaside.Store = (*Store)(nil)

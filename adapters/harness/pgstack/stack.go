@@ -1,4 +1,10 @@
-package harness
+// Package pgstack runs the PostgreSQL side of serve's roles for a story,
+// the demo or a test: the projector (read models, and the index the
+// sweeper and reconciler use) and the relays (roles.Build) feeding a
+// transport, the Postgres queue or Kafka, with the transport's consumer
+// carrying the story's messages. It is apart from adapters/harness so that
+// the world a transport's tests use does not import the transports.
+package pgstack
 
 import (
 	"context"
@@ -10,10 +16,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opledger/adapters/harness"
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
+	"opledger/adapters/pgsetaside"
 	"opledger/adapters/roles"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/eventstore"
 	"opledger/projections"
 )
@@ -26,8 +35,8 @@ type Stack struct {
 	Index     *projections.Index
 	// SetAside keeps the roles' failing items in the transport schema, as
 	// serve does; pass it to the World's sweeper and reconciler.
-	SetAside *pgqueue.SetAside
-	Courier  *SourceCourier
+	SetAside *pgsetaside.Store
+	Courier  *harness.SourceCourier
 
 	cancel  context.CancelFunc
 	closers []func()
@@ -36,8 +45,8 @@ type Stack struct {
 	errs    []error
 }
 
-// StackOptions chooses the stack's schemas and transport.
-type StackOptions struct {
+// Options chooses the stack's schemas and transport.
+type Options struct {
 	ViewSchema, TransportSchema string
 	// KafkaBrokers, when set, make the relay publish to Kafka and the story's
 	// workers consume from a Kafka consumer group; otherwise both use the
@@ -46,10 +55,10 @@ type StackOptions struct {
 	Logger       *slog.Logger
 }
 
-// StartPostgresStack migrates the read-model and transport schemas on pool
+// Start migrates the read-model and transport schemas on pool
 // (a no-op when current) and starts the projector, the relays over store and
 // the transport's consumer until Stop.
-func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstore.Store, o StackOptions) (*Stack, error) {
+func Start(ctx context.Context, pool *pgxpool.Pool, store eventstore.Store, o Options) (*Stack, error) {
 	log, viewSchema, transportSchema := o.Logger, o.ViewSchema, o.TransportSchema
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -57,10 +66,10 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	if _, err := projections.Migrate(ctx, pool, viewSchema); err != nil {
 		return nil, err
 	}
-	if _, err := pgqueue.Migrate(ctx, pool, transportSchema); err != nil {
+	if _, err := pgstate.Migrate(ctx, pool, transportSchema); err != nil {
 		return nil, err
 	}
-	failing, err := pgqueue.NewSetAside(pool, transportSchema)
+	failing, err := pgsetaside.New(pool, transportSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +99,7 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 		}
 		src, pub = q, q
 	}
-	checks, err := pgqueue.NewCheckpoints(pool, transportSchema)
+	checks, err := pgstate.NewCheckpoints(pool, transportSchema)
 	if err != nil {
 		closeAll(closers)
 		return nil, err
@@ -105,7 +114,7 @@ func StartPostgresStack(ctx context.Context, pool *pgxpool.Pool, store eventstor
 	}
 	p, index, relays := built.Projector, built.Index.(*projections.Index), built.Relays
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Stack{Projector: p, Index: index, SetAside: failing, Courier: NewSourceCourier(rctx, src, pub), cancel: cancel, closers: closers}
+	s := &Stack{Projector: p, Index: index, SetAside: failing, Courier: harness.NewSourceCourier(rctx, src, pub), cancel: cancel, closers: closers}
 	run := func(name string, f func(context.Context) error) {
 		s.wg.Add(1)
 		go func() {

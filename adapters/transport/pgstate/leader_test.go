@@ -1,4 +1,4 @@
-package pgqueue_test
+package pgstate_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"opledger/adapters/pgqueue"
 	"opledger/adapters/transport"
+	"opledger/adapters/transport/pgstate"
 	"opledger/adapters/transport/transporttest"
 	"opledger/domain"
 	"opledger/eventstore/follow/pgleader"
@@ -50,7 +50,7 @@ func TestTwoRelaysPublishEachMessageOnceAndTheStandbyTakesOver(t *testing.T) {
 	rig := transporttest.New(t)
 	pub := &countingPublisher{n: map[string]int{}}
 	relay := func(retry time.Duration) (*transport.Relay, *pgleader.Lock) {
-		lead, err := pgqueue.NewLeader(rig.Pool, rig.Schema, transport.RelayRefundRequests)
+		lead, err := pgstate.NewLeader(rig.Pool, rig.Schema, transport.RelayRefundRequests)
 		require.NoError(t, err)
 		return rig.RelayWith(transport.RelayRefundRequests, pub, transport.SelectRefundRequests, nil, func(c *transport.RelayConfig) {
 			c.Leader, c.LeaderRetry, c.LeaderCheck = lead, retry, 20*time.Millisecond
