@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"opledger/adapters/httpapi"
 	"opledger/cmd/opledger/internal/settings"
 	"opledger/domain"
 	"opledger/domain/audit"
@@ -65,8 +66,10 @@ func (f *digestFlags) validate() error {
 // role returns serve's digest role, or a role without run when digests are
 // off. It loads the key now, so that a bad key stops serve at start. The
 // supervisor may run it again after it returned: the digester it keeps
-// goes on from where it was.
-func (f *digestFlags) role(store eventstore.Store, regs *regressions, log *slog.Logger) (role, error) {
+// goes on from where it was. metrics shows the schedule and each tick that
+// left the whole log under a signed digest; regs, when set, is told what
+// its tree notices and says when another cache or process noticed.
+func (f *digestFlags) role(store eventstore.Store, metrics *httpapi.Metrics, regs *regressions, log *slog.Logger) (role, error) {
 	if f == nil || f.every == "" {
 		return role{}, nil
 	}
@@ -78,7 +81,8 @@ func (f *digestFlags) role(store eventstore.Store, regs *regressions, log *slog.
 	if now == nil {
 		now = time.Now
 	}
-	d := &scheduledDigests{store: store, digester: audit.NewDigester(store), signer: signer, dir: f.dir, now: now, log: log}
+	metrics.DigestSchedule(f.interval)
+	d := &scheduledDigests{store: store, digester: audit.NewDigester(store), signer: signer, dir: f.dir, now: now, log: log, current: metrics.ObserveDigest}
 	if regs != nil {
 		d.regressions, d.monitor = regs.recorder, regs.monitor
 	}
@@ -119,6 +123,9 @@ type scheduledDigests struct {
 	written  uint64 // tree size of the last digest written
 	root     string // its root
 	any      bool
+	// current, when set, is told the time of each tick after which a
+	// signed digest covers every event of the log.
+	current func(time.Time)
 	// regressions is told of what the tree notices (nil: logged only);
 	// monitor, when set, counts the regressions recorded anywhere.
 	regressions eventstore.RegressionObserver
@@ -233,6 +240,7 @@ func (d *scheduledDigests) once(ctx context.Context) {
 		return
 	}
 	if d.any && dg.TreeSize == d.written && dg.Root == d.root {
+		d.covered() // the last digest still covers the whole log
 		return
 	}
 	name := filepath.Join(d.dir, fmt.Sprintf("digest-%09d-%s.json", dg.TreeSize, dg.TimeValue().Format("20060102T150405Z")))
@@ -243,5 +251,13 @@ func (d *scheduledDigests) once(ctx context.Context) {
 		}
 	}
 	d.written, d.root, d.any = dg.TreeSize, dg.Root, true
+	d.covered()
 	d.log.Info("digest signed", "file", name, "events", dg.TreeSize, "position", dg.Position, "root", dg.Root, "key_id", dg.KeyID)
+}
+
+// covered tells current that a signed digest now covers the whole log.
+func (d *scheduledDigests) covered() {
+	if d.current != nil {
+		d.current(d.now())
+	}
 }

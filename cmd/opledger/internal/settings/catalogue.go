@@ -177,6 +177,12 @@ var (
 	DigestDir = &Setting{Flag: "digest-dir", Env: "OPLEDGER_DIGEST_DIR", Arg: "DIR",
 		Help: "the directory serve writes scheduled digests to"}
 
+	// opledger doctor.
+
+	DoctorCheckTimeout = &Setting{Flag: "check-timeout", Env: "OPLEDGER_DOCTOR_CHECK_TIMEOUT", Default: "5s", Arg: "DURATION",
+		Help:  "opledger doctor: how long each check may take (a query, a dial, an HTTP request) before it fails",
+		Check: durationIn(100*time.Millisecond, time.Minute, "5s")}
+
 	// Operators.
 
 	Operator = &Setting{Flag: "operator", Env: "OPLEDGER_OPERATOR", DefaultFunc: func() string { return os.Getenv("USER") }, DefaultDoc: "$USER", Arg: "NAME",
@@ -212,6 +218,7 @@ var All = []*Setting{
 	RequireSyncReplication, ReplicationCheckInterval,
 	ProviderSimListen,
 	DigestKey, DigestPublicKey, DigestEvery, DigestDir,
+	DoctorCheckTimeout,
 	Operator, OperatorToken,
 	SimSeed, SimStore,
 	LogLevel, OTLPEndpoint,
