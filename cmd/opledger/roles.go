@@ -69,7 +69,7 @@ func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store ev
 		// On Kafka the relay also publishes the operation feed for the
 		// services downstream (on the Postgres queue they read GET /v1/feed).
 		cfg.Relays = &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport),
-			OperationFeed: len(s.brokers) > 0}
+			OperationFeed: len(s.brokers) > 0, Regressions: lg.Regressions()}
 		closePub = closeP
 	}
 	built, err := roles.Build(cfg)
