@@ -129,8 +129,14 @@ func reconcilerConfig(s serveSettings, metrics *httpapi.Metrics, tp trace.Tracer
 			return rctx, func(steps []recovery.Step, err error) {
 				end(len(steps), err)
 				metrics.ObserveReconcile(steps)
+				for _, st := range steps {
+					if st.Verdict == recovery.VerdictLostEffect {
+						metrics.ObserveLostEffect()
+					}
+				}
 			}
-		}}
+		},
+		Export: providerExportSource(s.providerExport, s.profile.Name)}
 	if exports != nil {
 		cfg.Exports, cfg.ExportProfile = tracing.Exports(exports, tp), exports.Profile()
 	}
