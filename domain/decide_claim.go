@@ -3,8 +3,6 @@ package domain
 import (
 	"fmt"
 	"time"
-
-	"opledger/domain/simbug"
 )
 
 // ClaimResult is the answer to a presentation. Events are what the ledger
@@ -90,7 +88,7 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 	}
 	c := o.Capabilities[cmd.CapabilityID]
 	// 2. spent authority
-	if c != nil && c.State == CapConsumed && !simbug.On(simbug.ResetConsumedCapability) {
+	if c != nil && c.State == CapConsumed && !planted(BugResetConsumedCapability) {
 		detail := "consumed by message " + string(c.ConsumedBy)
 		if o.Policy.Repeats {
 			detail = fmt.Sprintf("all %d uses consumed, the last by message %s", c.Uses, c.ConsumedBy)
@@ -115,10 +113,10 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 	}
 	// 4. the operation barrier: at most one consequential execution (a
 	// single-use kind), at most one open execution (bounded use)
-	if b := o.blockingExecution(); b != nil && !simbug.On(simbug.SkipOperationBarrier) {
+	if b := o.blockingExecution(); b != nil && !planted(BugSkipOperationBarrier) {
 		return reject(StatusOperationNotExecutable, blockingReason(b.State), false, b, "execution "+string(b.ID)+" is "+string(b.State)), nil
 	}
-	if !o.Policy.Repeats && cur != nil && cur.Attempt >= c.Attempt && !simbug.On(simbug.SkipOperationBarrier) {
+	if !o.Policy.Repeats && cur != nil && cur.Attempt >= c.Attempt && !planted(BugSkipOperationBarrier) {
 		return reject(StatusInvalid, ReasonCapabilityWrongAttempt, false, nil, "attempt already ended NotApplied; a new attempt needs a new decision"), nil
 	}
 	// 5. consume and open the execution

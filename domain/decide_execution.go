@@ -2,8 +2,6 @@ package domain
 
 import (
 	"time"
-
-	"opledger/domain/simbug"
 )
 
 // Every write an executor makes is conditional on the lease epoch it holds
@@ -245,7 +243,7 @@ func (x *Execution) fence(epoch int64, secret, worker string) *Refusal {
 	if r := x.notHeld(check); r != nil {
 		return r
 	}
-	if simbug.On(simbug.StaleEpochAccepted) {
+	if planted(BugStaleEpochAccepted) {
 		return nil
 	}
 	switch {

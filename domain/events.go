@@ -37,7 +37,7 @@ const (
 // effect is (a refund: order, amount and currency; an export download: the
 // export). Version 2 (kind required); a refund is written as version 1,
 // which has no kind, byte for byte what builds before kinds wrote (see
-// domain/codec, history_requested.go).
+// domain/codec, history_kinds.go).
 type OperationRequested struct {
 	OperationID OperationID   `json:"operation_id"`
 	Kind        OperationKind `json:"kind"`

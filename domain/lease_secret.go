@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-
-	"opledger/domain/simbug"
 )
 
 // A lease is bound to its holder (invariant 10): the command handler mints an
@@ -57,7 +55,7 @@ func (x *Execution) holderOf(secret string) (int64, SecretCheck) {
 	if len(x.HeldLeases) == 0 {
 		return 0, SecretUnbound
 	}
-	if simbug.On(simbug.LeaseSecretUnchecked) {
+	if planted(BugLeaseSecretUnchecked) {
 		return x.HeldLeases[0].Epoch, SecretHeld
 	}
 	if secret == "" {

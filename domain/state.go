@@ -277,19 +277,7 @@ func (o *Operation) NextAttempt() int {
 func (o *Operation) Evolve(e Event) error {
 	switch ev := e.(type) {
 	case OperationRequested:
-		if o.Exists() {
-			return fmt.Errorf("evolve: operation %s requested twice", ev.OperationID)
-		}
-		p, ok := PolicyOf(ev.Kind)
-		if !ok {
-			return fmt.Errorf("evolve: operation %s is of kind %q, which this build does not know", ev.OperationID, ev.Kind)
-		}
-		o.Kind, o.Policy, o.ExportID = p.Kind, p, ev.ExportID
-		o.ID, o.OrderID, o.AmountMinor, o.Currency = ev.OperationID, ev.OrderID, ev.AmountMinor, ev.Currency
-		o.OrderTotalMinor, o.CorrelationID, o.CreatedAt = ev.OrderTotalMinor, ev.CorrelationID, ev.RequestedAt
-		o.RequestKey, o.RequestHash = ev.RequestKey, ev.RequestHash
-		o.UpdatedAt = ev.RequestedAt
-		return nil
+		return o.evolveRequested(ev)
 	}
 	if !o.Exists() {
 		return fmt.Errorf("evolve: %s before OperationRequested", e.EventType())
@@ -309,18 +297,7 @@ func (o *Operation) Evolve(e Event) error {
 		o.Decisions = append(o.Decisions, d)
 		o.UpdatedAt = ev.DecidedAt
 	case CapabilityIssued:
-		if _, dup := o.Capabilities[ev.CapabilityID]; dup {
-			return fmt.Errorf("evolve: capability %s issued twice", ev.CapabilityID)
-		}
-		uses := o.Policy.stated(ev.Uses)
-		if uses < 1 || uses > o.Policy.MaxUses {
-			return fmt.Errorf("evolve: capability %s of %d uses; a %s capability has 1 to %d", ev.CapabilityID, ev.Uses, o.Kind, o.Policy.MaxUses)
-		}
-		o.Capabilities[ev.CapabilityID] = &Capability{
-			ID: ev.CapabilityID, DecisionID: ev.DecisionID, Attempt: ev.Attempt, Uses: uses,
-			IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, State: CapIssued,
-		}
-		o.UpdatedAt = ev.IssuedAt
+		return o.evolveIssued(ev)
 	case CapabilityRevoked:
 		c, ok := o.Capabilities[ev.CapabilityID]
 		if !ok {
@@ -329,33 +306,7 @@ func (o *Operation) Evolve(e Event) error {
 		c.State = CapRevoked
 		o.UpdatedAt = ev.RevokedAt
 	case Claimed:
-		c, ok := o.Capabilities[ev.CapabilityID]
-		if !ok {
-			return fmt.Errorf("evolve: claim of unknown capability %s", ev.CapabilityID)
-		}
-		if c.State == CapConsumed {
-			return fmt.Errorf("evolve: capability %s consumed beyond its %d uses", ev.CapabilityID, c.Uses)
-		}
-		use := o.Policy.stated(ev.Use)
-		if use != c.Claims+1 {
-			return fmt.Errorf("evolve: claim of use %d of capability %s, whose next use is %d", ev.Use, ev.CapabilityID, c.Claims+1)
-		}
-		c.Claims++
-		c.ConsumedBy, c.ConsumedAt, c.Execution = ev.MessageID, ev.ClaimedAt, ev.ExecutionID
-		if c.Claims >= c.Uses {
-			c.State = CapConsumed
-		}
-		x := &Execution{
-			ID: ev.ExecutionID, CapabilityID: ev.CapabilityID, MessageID: ev.MessageID, Attempt: ev.Attempt, Use: use,
-			State: ExecExecuting, LeaseEpoch: ev.LeaseEpoch, LeaseOwner: ev.WorkerID,
-			LeaseExpiresAt: ev.LeaseExpiresAt, IdempotencyKey: ev.IdempotencyKey, StartedAt: ev.ClaimedAt,
-		}
-		if ev.LeaseSecretDigest != "" {
-			x.HeldLeases = []HeldLease{{Epoch: ev.LeaseEpoch, SecretDigest: ev.LeaseSecretDigest}}
-		}
-		o.Executions = append(o.Executions, x)
-		o.Messages[ev.MessageID] = struct{}{}
-		o.UpdatedAt = ev.ClaimedAt
+		return o.evolveClaimed(ev)
 	case DeliveryDuplicated:
 		// Transport evidence only: never changes an execution.
 	case PresentationRejected:
@@ -383,6 +334,73 @@ func (o *Operation) Evolve(e Event) error {
 	default:
 		return fmt.Errorf("evolve: %w %T", ErrUnhandledEvent, e)
 	}
+	return nil
+}
+
+// evolveRequested opens the operation (Evolve's first event).
+func (o *Operation) evolveRequested(ev OperationRequested) error {
+	if o.Exists() {
+		return fmt.Errorf("evolve: operation %s requested twice", ev.OperationID)
+	}
+	p, ok := PolicyOf(ev.Kind)
+	if !ok {
+		return fmt.Errorf("evolve: operation %s is of kind %q, which this build does not know", ev.OperationID, ev.Kind)
+	}
+	o.Kind, o.Policy, o.ExportID = p.Kind, p, ev.ExportID
+	o.ID, o.OrderID, o.AmountMinor, o.Currency = ev.OperationID, ev.OrderID, ev.AmountMinor, ev.Currency
+	o.OrderTotalMinor, o.CorrelationID, o.CreatedAt = ev.OrderTotalMinor, ev.CorrelationID, ev.RequestedAt
+	o.RequestKey, o.RequestHash = ev.RequestKey, ev.RequestHash
+	o.UpdatedAt = ev.RequestedAt
+	return nil
+}
+
+// evolveIssued adds a capability of the uses its kind allows.
+func (o *Operation) evolveIssued(ev CapabilityIssued) error {
+	if _, dup := o.Capabilities[ev.CapabilityID]; dup {
+		return fmt.Errorf("evolve: capability %s issued twice", ev.CapabilityID)
+	}
+	uses := o.Policy.stated(ev.Uses)
+	if uses < 1 || uses > o.Policy.MaxUses {
+		return fmt.Errorf("evolve: capability %s of %d uses; a %s capability has 1 to %d", ev.CapabilityID, ev.Uses, o.Kind, o.Policy.MaxUses)
+	}
+	o.Capabilities[ev.CapabilityID] = &Capability{
+		ID: ev.CapabilityID, DecisionID: ev.DecisionID, Attempt: ev.Attempt, Uses: uses,
+		IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, State: CapIssued,
+	}
+	o.UpdatedAt = ev.IssuedAt
+	return nil
+}
+
+// evolveClaimed consumes the claim's use of its capability, the next one, and
+// opens its execution.
+func (o *Operation) evolveClaimed(ev Claimed) error {
+	c, ok := o.Capabilities[ev.CapabilityID]
+	if !ok {
+		return fmt.Errorf("evolve: claim of unknown capability %s", ev.CapabilityID)
+	}
+	if c.State == CapConsumed {
+		return fmt.Errorf("evolve: capability %s consumed beyond its %d uses", ev.CapabilityID, c.Uses)
+	}
+	use := o.Policy.stated(ev.Use)
+	if use != c.Claims+1 {
+		return fmt.Errorf("evolve: claim of use %d of capability %s, whose next use is %d", ev.Use, ev.CapabilityID, c.Claims+1)
+	}
+	c.Claims++
+	c.ConsumedBy, c.ConsumedAt, c.Execution = ev.MessageID, ev.ClaimedAt, ev.ExecutionID
+	if c.Claims >= c.Uses {
+		c.State = CapConsumed
+	}
+	x := &Execution{
+		ID: ev.ExecutionID, CapabilityID: ev.CapabilityID, MessageID: ev.MessageID, Attempt: ev.Attempt, Use: use,
+		State: ExecExecuting, LeaseEpoch: ev.LeaseEpoch, LeaseOwner: ev.WorkerID,
+		LeaseExpiresAt: ev.LeaseExpiresAt, IdempotencyKey: ev.IdempotencyKey, StartedAt: ev.ClaimedAt,
+	}
+	if ev.LeaseSecretDigest != "" {
+		x.HeldLeases = []HeldLease{{Epoch: ev.LeaseEpoch, SecretDigest: ev.LeaseSecretDigest}}
+	}
+	o.Executions = append(o.Executions, x)
+	o.Messages[ev.MessageID] = struct{}{}
+	o.UpdatedAt = ev.ClaimedAt
 	return nil
 }
 

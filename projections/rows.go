@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// The row types mirror the tables of the migrations (migrations/*.sql); their
-// JSON names are the column names, so a batch loads rows with jsonb_agg and
-// writes them with jsonb_populate_recordset, one statement per table. An
-// omitted (empty or zero) nullable value is NULL in the table.
+// The row types define the tables of the migrations (migrations/*.sql, see
+// columns.go); their JSON names are the column names, so a batch loads rows
+// with jsonb_agg and writes them with jsonb_populate_recordset, one
+// statement per table. An omitted (empty or zero) nullable value is NULL in
+// the table.
 //
 // last_event_seq is the 1-based ordinal, in the log as this projection reads
 // it, of the last event folded into the row; folding skips an event whose

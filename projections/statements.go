@@ -72,33 +72,16 @@ ON CONFLICT (%[3]s) DO UPDATE SET (%[4]s) = ROW(%[5]s)`
 ON CONFLICT (%[3]s) DO NOTHING`
 )
 
-// The columns of the append-only tables COPY writes, in the order of the
-// rows' copyValues.
+// The columns of each table follow from its row type (columns.go): the
+// append-only tables COPY writes whole; the mutable ones are upserted on
+// their non-key columns, and COPY writes the key columns and then these.
 var (
-	evidenceColumns = []string{"event_id", "event_seq", "position", "stream_id", "kind", "recorded_at", "stored_at",
-		"operation_id", "message_id", "capability_id", "execution_id", "execution_state", "worker", "status", "reason",
-		"execution_attempted", "replay_suspected", "detail", "command", "lease_epoch", "current_epoch", "outcome", "provider_reference",
-		"count", "actor", "summary"}
-	reconciliationColumns = []string{"event_id", "event_seq", "kind", "execution_id", "operation_id", "outcome", "method",
-		"provider_reference", "actor", "evidence", "reason", "detail", "at"}
-)
-
-// The non-key columns of each mutable table, in table order: an upsert
-// overwrites them all; COPY writes the key columns and then these, in the
-// order of the rows' copyValues.
-var (
-	operationColumns = []string{"order_id", "amount_minor", "currency", "order_total_minor", "correlation_id",
-		"requested_by", "state", "attempt", "decision_id", "verdict", "current_execution_id", "execution_count",
-		"created_at", "updated_at", "version", "last_event_seq", "projection_incomplete", "kind", "export_id", "uses_left"}
-	executionColumns = []string{"operation_id", "capability_id", "message_id", "worker_id", "attempt", "state",
-		"lease_epoch", "lease_expires_at", "idempotency_key", "outcome", "outcome_source", "provider_reference",
-		"started_at", "ended_at", "unknown_since", "unknown_cause", "escalated_at", "escalation_reason",
-		"escalation_detail", "last_event_seq", "use"}
-	capabilityColumns = []string{"operation_id", "decision_id", "attempt", "state", "issued_at", "expires_at",
-		"consumed_by_message_id", "consumed_at", "execution_id", "revoked_at", "revoke_reason", "revoked_by",
-		"last_event_seq", "uses", "uses_claimed", "uses_left"}
-	deliveryColumns = []string{"first_seen_at", "last_seen_at", "times_seen", "result", "reason", "capability_id",
-		"last_event_seq"}
+	evidenceColumns       = columnsOf[evidenceRow]()
+	reconciliationColumns = columnsOf[reconciliationRow]()
+	operationColumns      = nonKey(columnsOf[operationRow](), "id")
+	executionColumns      = nonKey(columnsOf[executionRow](), "id")
+	capabilityColumns     = nonKey(columnsOf[capabilityRow](), "id")
+	deliveryColumns       = nonKey(columnsOf[deliveryRow](), "message_id", "operation_id")
 )
 
 func table(schema, table string, key, columns []string) tableStatements {

@@ -195,7 +195,7 @@ func (c *Console) error(w http.ResponseWriter, r *http.Request, v *visit, err er
 var funcs = template.FuncMap{
 	"half":       func(n int) int { return n / 2 },
 	"expandPage": func() int { return expandPage },
-	"money":      money,
+	"money":      domain.FormatMoney,
 	"stamp":      stamp,
 	"stampp":     func(t *time.Time) string { return stampPtr(t) },
 	"clock":      func(t time.Time) string { return t.UTC().Format("15:04:05") },
@@ -248,23 +248,6 @@ var funcs = template.FuncMap{
 // formCtx is what a partial form needs: the session's CSRF token, the
 // page to come back to, and the id it acts on.
 type formCtx struct{ CSRF, Back, ID string }
-
-// zeroDecimal lists ISO 4217 currencies without minor units.
-var zeroDecimal = map[string]bool{"BIF": true, "CLP": true, "DJF": true, "GNF": true, "ISK": true, "JPY": true,
-	"KMF": true, "KRW": true, "PYG": true, "RWF": true, "UGX": true, "VND": true, "VUV": true, "XAF": true, "XOF": true, "XPF": true}
-
-// money renders minor units as people write amounts: 12000 EUR is
-// "120.00 EUR".
-func money(minor int64, currency string) string {
-	if zeroDecimal[strings.ToUpper(currency)] {
-		return fmt.Sprintf("%d %s", minor, currency)
-	}
-	sign := ""
-	if minor < 0 {
-		sign, minor = "-", -minor
-	}
-	return fmt.Sprintf("%s%d.%02d %s", sign, minor/100, minor%100, currency)
-}
 
 func stamp(t time.Time) string {
 	if t.IsZero() {

@@ -158,19 +158,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 		offset = clock.NewOffset(clock.System{})
 		clk = offset
 	}
-	// Every file first: a bad one stops serve before anything is said about
-	// the others (the --dev warning included).
-	tokens, err := httpapi.LoadTokens(s.tokensFile)
-	if err != nil {
-		return err
-	}
-	var cert *httpapi.Certificate
-	if s.tlsCert != "" {
-		if cert, err = httpapi.LoadCertificate(s.tlsCert, s.tlsKey); err != nil {
-			return err
-		}
-	}
-	keys, keysSrc, err := servingKeys(s, clk)
+	tokens, cert, keys, keysSrc, err := serveFiles(s, clk)
 	if err != nil {
 		return err
 	}
@@ -272,16 +260,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 	go reload.onHangup(rctx, hup)
 	go regressions.follow(rctx)
 
-	srv := httpapi.NewHTTPServer(s.listen, api, log)
-	served := make(chan error, 1)
-	scheme := "http"
-	if cert != nil {
-		scheme = "https"
-		srv.TLSConfig = cert.TLSConfig()
-		go func() { served <- srv.ServeTLS(ln, "", "") }()
-	} else {
-		go func() { served <- srv.Serve(ln) }()
-	}
+	srv, scheme, served := startHTTP(s.listen, ln, api, cert, log)
 	log.Info("opledger serving", "listen", s.listen, "scheme", scheme, "read_models", db.viewSchema, "store", db.storeKind, "store_schema", db.storeSchema,
 		"provider_profile", s.profile.Name, "transport", transportName(s.brokers), "roles", enabledRoles(s.disabled),
 		"signing_key", keys.KeyID(), "signing_keys", keyStates(keys.Status()), "rate_limit", rateLimitText(s.rateLimit),
@@ -306,6 +285,42 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 		return nil
 	}
 	return runErr
+}
+
+// serveFiles loads every file serve reads first, so that a bad one stops
+// serve before anything is said about the others (the --dev warning
+// included): the tokens, the TLS certificate (nil without one) and the
+// signing keys with the source SIGHUP reloads.
+func serveFiles(s serveSettings, clk clock.Clock) (*httpapi.Tokens, *httpapi.Certificate, *captoken.Keys, string, error) {
+	tokens, err := httpapi.LoadTokens(s.tokensFile)
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	var cert *httpapi.Certificate
+	if s.tlsCert != "" {
+		if cert, err = httpapi.LoadCertificate(s.tlsCert, s.tlsKey); err != nil {
+			return nil, nil, nil, "", err
+		}
+	}
+	keys, keysSrc, err := servingKeys(s, clk)
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	return tokens, cert, keys, keysSrc, nil
+}
+
+// startHTTP serves api on ln (TLS with cert, when given) and returns the
+// server, its scheme, and where its end is reported.
+func startHTTP(listen string, ln net.Listener, api http.Handler, cert *httpapi.Certificate, log *slog.Logger) (*http.Server, string, <-chan error) {
+	srv := httpapi.NewHTTPServer(listen, api, log)
+	served := make(chan error, 1)
+	if cert == nil {
+		go func() { served <- srv.Serve(ln) }()
+		return srv, "http", served
+	}
+	srv.TLSConfig = cert.TLSConfig()
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	return srv, "https", served
 }
 
 // servingKeys opens the key ring, or the one-key file, or with --dev and

@@ -307,7 +307,7 @@ func (d *differ) match(r *refundRec, c UnknownCompletion) {
 	}
 	if o := d.ops[r.OperationID]; o != nil && o.requested {
 		if o.amount != r.AmountMinor || !strings.EqualFold(o.currency, r.Currency) {
-			d.mismatch(r, c, "refund %s is %s at the provider; the operation asked for %s", r.Reference, money(r.AmountMinor, r.Currency), money(o.amount, o.currency))
+			d.mismatch(r, c, "refund %s is %s at the provider; the operation asked for %s", r.Reference, domain.FormatMoney(r.AmountMinor, r.Currency), domain.FormatMoney(o.amount, o.currency))
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"opledger/domain"
 )
 
 // WriteJSON writes the diff as one indented JSON document.
@@ -37,7 +39,7 @@ func (d DiffReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "\nsucceeded at the provider, unknown to the ledger (%d):\n", d.UnknownToLedgerCount)
 		rows := make([][]string, 0, len(d.UnknownToLedger))
 		for _, u := range d.UnknownToLedger {
-			rows = append(rows, []string{strconv.FormatInt(u.Line, 10), u.RefundID, dash(u.OperationID), dash(u.IdempotencyKey), money(u.Amount, u.Currency), u.Why})
+			rows = append(rows, []string{strconv.FormatInt(u.Line, 10), u.RefundID, dash(u.OperationID), dash(u.IdempotencyKey), domain.FormatMoney(u.Amount, u.Currency), u.Why})
 		}
 		table(&b, []string{"Line", "Refund", "Operation", "Key", "Amount", "Why"}, rows)
 	}

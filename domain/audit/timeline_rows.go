@@ -17,9 +17,9 @@ func describe(e domain.Event) (TimelineRow, bool) {
 			return TimelineRow{Time: ev.RequestedAt, Actor: ev.RequestedBy,
 				Detail: fmt.Sprintf("%s of export %s, correlation %s", ev.Kind, ev.ExportID, ev.CorrelationID)}, true
 		}
-		d := fmt.Sprintf("refund of %s on order %s, correlation %s", money(ev.AmountMinor, ev.Currency), ev.OrderID, ev.CorrelationID)
+		d := fmt.Sprintf("refund of %s on order %s, correlation %s", domain.FormatMoney(ev.AmountMinor, ev.Currency), ev.OrderID, ev.CorrelationID)
 		if ev.OrderTotalMinor > 0 {
-			d += ", order total " + money(ev.OrderTotalMinor, ev.Currency)
+			d += ", order total " + domain.FormatMoney(ev.OrderTotalMinor, ev.Currency)
 		}
 		return TimelineRow{Time: ev.RequestedAt, Actor: ev.RequestedBy, Detail: d}, true
 	case domain.Decided:
@@ -158,23 +158,6 @@ func workerText(w string) string {
 		return ""
 	}
 	return "worker_id " + w
-}
-
-// zeroDecimal lists ISO 4217 currencies without minor units, so amounts read
-// as people write them.
-var zeroDecimal = map[string]bool{"BIF": true, "CLP": true, "DJF": true, "GNF": true, "ISK": true, "JPY": true,
-	"KMF": true, "KRW": true, "PYG": true, "RWF": true, "UGX": true, "VND": true, "VUV": true, "XAF": true, "XOF": true, "XPF": true}
-
-// money renders minor units as an amount: 12000 EUR reads "120.00 EUR".
-func money(minor int64, currency string) string {
-	if zeroDecimal[strings.ToUpper(currency)] {
-		return fmt.Sprintf("%d %s", minor, currency)
-	}
-	sign := ""
-	if minor < 0 {
-		sign, minor = "-", -minor
-	}
-	return fmt.Sprintf("%s%d.%02d %s", sign, minor/100, minor%100, currency)
 }
 
 func facts(f domain.Facts) string {

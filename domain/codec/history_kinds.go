@@ -9,8 +9,8 @@ import (
 
 // Version 1 of the four types that state an operation's kind and its use
 // counts, frozen: OperationRequested, Decided, CapabilityIssued and Claimed
-// as every build before operation kinds wrote them (main@668ead6, and
-// domain/events.go there). Version 1 is a refund's: one use. Version 2 adds
+// as every build before operation kinds wrote them. Version 1 is a
+// refund's: one use. Version 2 adds
 // the kind and the use counts (docs/design.md, "Authority of bounded use"),
 // which an older reader must never read past: a reader that treats every
 // capability as single use would act on part of the event. These kinds

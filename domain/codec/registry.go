@@ -21,10 +21,10 @@ import (
 // version 2. Every other type is at version 1. Version 1 of a type has
 // grown by additive, optional fields whose absence is the safe reading (the
 // policy, in docs/design.md); its older shapes are fixtures (codectest):
-// OperationRequested before request_key and request_hash (15bed92), Claimed
-// before lease_secret_digest and WriteRefused before worker_id,
-// secret_check, field, refusal_detail and escaped (2a11fb1). A claim
-// without a digest is bound to no holder and accepts no executor write.
+// OperationRequested without request_key and request_hash, Claimed without
+// lease_secret_digest, WriteRefused without worker_id, secret_check, field,
+// refusal_detail and escaped. A claim without a digest is bound to no
+// holder and accepts no executor write.
 var events = mustRegistry(
 	Event[domain.OperationRequested]("opens an operation's stream: its kind, what it is about (the refund, the export), by whom, and the caller's request key",
 		UpcastDown(requestedV1toV2, requestedV2toV1)).WritesOldest(1),

@@ -2,7 +2,11 @@
 
 package simbug
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"opledger/domain"
+)
 
 // Enabled reports whether this build can plant bugs: true, it was built with
 // the simbugs tag. Never ship such a binary.
@@ -23,5 +27,6 @@ func Plant(b Bug) bool {
 		return false
 	}
 	planted.Store(b)
+	domain.SetPlantedBug(string(b))
 	return true
 }

@@ -12,8 +12,12 @@
 //
 //	go test -tags simbugs -run TestPlantedBugs ./adapters/simworld/
 //
-// The package imports nothing, so the pure model may call it.
+// The pure model's own bugs are declared and switched in package domain
+// (domain/planted.go), so that the model imports nothing of ours; Plant
+// switches them there too.
 package simbug
+
+import "opledger/domain"
 
 // Bug names one planted bug. The names are stable: replay commands carry them.
 type Bug string
@@ -23,10 +27,10 @@ const (
 	// SkipOperationBarrier: a claim opens an execution although another
 	// execution of the operation is Executing, Unknown, Escalated or
 	// Completed (domain/decide_claim.go).
-	SkipOperationBarrier Bug = "skip-operation-barrier"
+	SkipOperationBarrier Bug = domain.BugSkipOperationBarrier
 	// ResetConsumedCapability: spent authority is treated as unspent, as if
 	// the capability had been reset (domain/decide_claim.go).
-	ResetConsumedCapability Bug = "reset-consumed-capability"
+	ResetConsumedCapability Bug = domain.BugResetConsumedCapability
 	// FreshKeyPerResend: the provider client mints a new idempotency key for
 	// each resend instead of repeating the attempt's key
 	// (adapters/provider/client.go).
@@ -36,10 +40,10 @@ const (
 	TimeoutAsNotApplied Bug = "timeout-as-not-applied"
 	// StaleEpochAccepted: the holder's write is accepted whatever its epoch
 	// and the execution's state (domain/decide_execution.go).
-	StaleEpochAccepted Bug = "stale-epoch-accepted"
+	StaleEpochAccepted Bug = domain.BugStaleEpochAccepted
 	// LeaseSecretUnchecked: any lease secret, or none, holds the lease
 	// (domain/lease_secret.go).
-	LeaseSecretUnchecked Bug = "lease-secret-unchecked"
+	LeaseSecretUnchecked Bug = domain.BugLeaseSecretUnchecked
 )
 
 // All lists every bug, in the order docs/simulation.md gives them.

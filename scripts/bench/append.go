@@ -18,8 +18,9 @@ import (
 func init() {
 	groups = append(groups, group{
 		title: "append",
-		names: []string{"append_1ev_c1", "append_1ev_c4", "append_1ev_c16", "append_10ev_c1", "append_10ev_c16"},
-		run:   runAppend,
+		names: []string{"append_1ev_c1", "append_1ev_c4", "append_1ev_c16", "append_10ev_c1", "append_10ev_c16",
+			"append_1ev_c1_vs_messagedb", "append_1ev_c16_vs_messagedb"},
+		run: runAppend,
 	})
 }
 
@@ -114,27 +115,43 @@ func runAppend(ctx context.Context, s *settings, emit func(figure)) error {
 		clients, n    int
 		script, label string
 		goal          string
+		peer          bool // beside Message DB's write_message too
 	}{
-		{"append_1ev_c1", 1, 1, pgbenchInsert1, "pgbench 1-row insert c1", "ratio >= 0.8"},
-		{"append_1ev_c4", 4, 1, pgbenchInsert1, "pgbench 1-row insert c4", ""},
-		{"append_1ev_c16", 16, 1, pgbenchInsert1, "pgbench 1-row insert c16", "ratio >= 1.0"},
-		{"append_10ev_c1", 1, 10, pgbenchInsert10, "pgbench 10-row insert c1", "ratio >= 0.8"},
-		{"append_10ev_c16", 16, 10, pgbenchInsert10, "pgbench 10-row insert c16", "ratio >= 0.8"},
+		{"append_1ev_c1", 1, 1, pgbenchInsert1, "pgbench 1-row insert c1", "ratio >= 0.8", true},
+		{"append_1ev_c4", 4, 1, pgbenchInsert1, "pgbench 1-row insert c4", "", false},
+		{"append_1ev_c16", 16, 1, pgbenchInsert1, "pgbench 1-row insert c16", "ratio >= 1.0", true},
+		{"append_10ev_c1", 1, 10, pgbenchInsert10, "pgbench 10-row insert c1", "ratio >= 0.8", false},
+		{"append_10ev_c16", 16, 10, pgbenchInsert10, "pgbench 10-row insert c16", "ratio >= 0.8", false},
 	} {
-		if !s.wants(c.name) {
+		peerName := c.name + "_vs_messagedb"
+		if !s.wants(c.name, peerName) {
 			continue
+		}
+		fs := []func(ctx context.Context) (float64, error){
+			func(ctx context.Context) (float64, error) { return appendRate(ctx, store, c.clients, c.n, s.sample) },
+			func(ctx context.Context) (float64, error) { return pgbench(ctx, s, c.script, c.clients, s.sample) },
+		}
+		peer := c.peer && s.mdbURL != ""
+		if peer {
+			fs = append(fs, func(ctx context.Context) (float64, error) { return messageDBRate(ctx, s, c.clients, s.sample) })
 		}
 		var gs groupSize
 		gs.since(store)
-		ours, base, err := interleave(ctx, s.rounds,
-			func(ctx context.Context) (float64, error) { return appendRate(ctx, store, c.clients, c.n, s.sample) },
-			func(ctx context.Context) (float64, error) { return pgbench(ctx, s, c.script, c.clients, s.sample) })
+		all, err := interleaveN(ctx, s.rounds, fs...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
-		f := rateFigure(c.name, "ops/s", c.label, c.goal, ours, base)
+		f := rateFigure(c.name, "ops/s", c.label, c.goal, all[0], all[1])
 		f.note = fmt.Sprintf("%.1f appends per statement", gs.since(store))
 		emit(f)
+		switch {
+		case peer:
+			p := rateFigure(peerName, "ops/s", fmt.Sprintf("Message DB write_message c%d", c.clients), "ratio >= 1.25", all[0], all[2])
+			p.note = messageDBGuarantees
+			emit(p)
+		case c.peer:
+			emit(figure{Figure: peerName, Unit: "error", note: "Message DB is not installed (scripts/bench.sh installs it from npm: is npm on PATH?)"})
+		}
 	}
 	return nil
 }

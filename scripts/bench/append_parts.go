@@ -9,7 +9,7 @@ import (
 func init() {
 	groups = append(groups, group{
 		title: "append, part by part",
-		names: []string{"append_part_event_row_unhashed", "append_part_event_row", "append_part_stream_row", "append_part_lock"},
+		names: []string{"append_part_event_row_unhashed", "append_part_event_row", "append_part_stream_row", "append_part_lock", "append_part_messagedb"},
 		run:   runAppendParts,
 	})
 }
@@ -82,15 +82,26 @@ func runAppendParts(ctx context.Context, s *settings, emit func(figure)) error {
 		wants[i] = s.wants(p.name)
 		some = some || wants[i]
 	}
-	if !some {
+	if !some && !s.wants("append_part_messagedb") {
 		return nil
 	}
+	// The peer beside the parts: Message DB's whole write_message, one
+	// client, also prepared (messagedb.go).
+	var peer []float64
+	wantPeer := s.mdbURL != "" && s.wants("append_part_messagedb")
 	for range s.rounds {
 		tps, err := pgbench(ctx, s, pgbenchInsert1, 1, s.sample, "-M", "prepared")
 		if err != nil {
 			return fmt.Errorf("append parts: baseline: %w", err)
 		}
 		base = append(base, tps)
+		if wantPeer {
+			tps, err := messageDBRate(ctx, s, 1, s.sample)
+			if err != nil {
+				return fmt.Errorf("append_part_messagedb: %w", err)
+			}
+			peer = append(peer, tps)
+		}
 		for i, p := range parts {
 			if !wants[i] {
 				continue
@@ -108,6 +119,11 @@ func runAppendParts(ctx context.Context, s *settings, emit func(figure)) error {
 		}
 		f := rateFigure(p.name, "tps", "pgbench 1-row insert c1, prepared", "", ours[i], base)
 		f.note = "server cost of an append's parts, cumulative (scripts/bench/append_parts.go); pgbench, 1 client"
+		emit(f)
+	}
+	if wantPeer {
+		f := rateFigure("append_part_messagedb", "tps", "pgbench 1-row insert c1, prepared", "", peer, base)
+		f.note = "the peer beside the parts: Message DB's whole write_message (lock, version read, one row with four indexes); pgbench, 1 client"
 		emit(f)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"opledger/adapters/kafka"
 	"opledger/adapters/pgqueue"
 	"opledger/adapters/pgsetaside"
+	"opledger/adapters/provider"
 	"opledger/adapters/roles"
 	"opledger/adapters/transport"
 	"opledger/adapters/transport/pgstate"
@@ -32,7 +33,7 @@ import (
 func init() {
 	groups = append(groups, group{
 		title: "end to end",
-		names: []string{"e2e_pgqueue", "e2e_kafka", "statements_per_refund_pgqueue", "commits_per_refund_pgqueue"},
+		names: []string{"e2e_pgqueue", "e2e_kafka", "statements_per_refund_pgqueue", "commits_per_refund_pgqueue", "e2e_pgqueue_vs_river", "e2e_kafka_vs_river"},
 		run:   runEndToEnd,
 	})
 }
@@ -81,7 +82,8 @@ func (c *statementCounter) reset() {
 // ledger that approves refunds, the log the relay reads) and a worker
 // process's side (its own store and ledger, so its cache starts cold for
 // each refund, as in a deployment), the provider simulator over HTTP with
-// no latency, the transport schema.
+// no latency (a process of its own, started fresh for every sample:
+// withSim), the transport schema.
 type e2eWorld struct {
 	world       *harness.World
 	apiStore    *postgres.Store
@@ -90,7 +92,8 @@ type e2eWorld struct {
 	tschema     string
 	counter     *statementCounter
 	pools       []*pgxpool.Pool
-	dispatcher  *transport.Dispatcher
+	workerLg    *ledger.Handler
+	dispatcher  *transport.Dispatcher // the current sample's (withSim)
 	checks      *pgstate.Checkpoints
 	seq         atomic.Int64
 }
@@ -136,21 +139,43 @@ func newE2EWorld(ctx context.Context, s *settings) (*e2eWorld, error) {
 	if w.workerStore, err = postgres.New(workerPool, schema); err != nil {
 		return nil, err
 	}
-	if w.world, err = harness.New(harness.Options{Store: w.apiStore, Logger: quietLogger()}); err != nil {
+	// serve's side calls no provider here (its reconciler never runs): the
+	// world starts no simulator of its own; the worker's is per sample.
+	if w.world, err = harness.New(harness.Options{Store: w.apiStore, ProviderURL: "http://127.0.0.1:9", Logger: quietLogger()}); err != nil {
 		return nil, err
 	}
-	lg, err := ledger.New(ledger.Config{Store: w.workerStore, Clock: w.world.Clock, Logger: quietLogger()})
+	w.workerLg, err = ledger.New(ledger.Config{Store: w.workerStore, Clock: w.world.Clock, Logger: quietLogger()})
+	return w, err
+}
+
+// withSim starts a fresh provider simulator and points a fresh worker (its
+// provider client, its dispatcher) at it: the sample meets a simulator
+// holding nothing but what the sample sends. The worker's ledger, and so
+// its state cache, stays (it never saw the sample's operations).
+func (w *e2eWorld) withSim(ctx context.Context, s *settings) (stop func(), err error) {
+	sp, err := startSim(ctx, s, "")
 	if err != nil {
 		return nil, err
 	}
-	wk, err := worker.New(worker.Config{ID: "bench-worker", Ledger: lg, Provider: w.world.Provider, Clock: w.world.Clock,
+	client, err := provider.New(provider.Config{Profile: w.world.Profile, BaseURL: sp.URL, MaxAttempts: 3, Timeout: 10 * time.Second,
+		Concurrency: e2eConcurrency, After: w.world.ClientTimers.After, Logger: quietLogger()})
+	if err != nil {
+		sp.stop()
+		return nil, err
+	}
+	wk, err := worker.New(worker.Config{ID: "bench-worker", Ledger: w.workerLg, Provider: client, Clock: w.world.Clock,
 		Logger: quietLogger(), After: w.world.WorkerTimers.After})
 	if err != nil {
+		sp.stop()
 		return nil, err
 	}
-	w.dispatcher, err = transport.NewDispatcher(transport.DispatcherConfig{Worker: wk, Evidence: lg, WorkerID: "bench-worker",
+	w.dispatcher, err = transport.NewDispatcher(transport.DispatcherConfig{Worker: wk, Evidence: w.workerLg, WorkerID: "bench-worker",
 		Clock: w.world.Clock, Logger: quietLogger()})
-	return w, err
+	if err != nil {
+		sp.stop()
+		return nil, err
+	}
+	return sp.stop, nil
 }
 
 func (w *e2eWorld) close() {
@@ -196,8 +221,9 @@ func (w *e2eWorld) approve(ctx context.Context, n int) ([]transport.RefundReques
 // claimed and recorded.
 func (w *e2eWorld) counting(n int, done chan<- struct{}) transport.HandleFunc {
 	var claimed atomic.Int64
+	dispatcher := w.dispatcher
 	return func(ctx context.Context, in transport.Inbound) transport.Disposition {
-		d := w.dispatcher.Handle(ctx, in)
+		d := dispatcher.Handle(ctx, in)
 		if d.Handled && d.Result.Claim.Status == domain.StatusClaimed && d.Result.Recorded != "" {
 			if claimed.Add(1) == int64(n) {
 				close(done)
@@ -251,13 +277,18 @@ func (w *e2eWorld) skipRelay(ctx context.Context, relay string) error {
 // sample approves a backlog, then times it from the relays' start to the
 // last refund recorded. run starts the relays and returns a stop function.
 // The relays start past everything approved before.
-func (w *e2eWorld) sample(ctx context.Context, n int, start func(ctx context.Context, handle transport.HandleFunc) (stop func(), err error)) (float64, error) {
+func (w *e2eWorld) sample(ctx context.Context, s *settings, n int, start func(ctx context.Context, handle transport.HandleFunc) (stop func(), err error)) (float64, error) {
 	if err := w.skipLog(ctx); err != nil {
 		return 0, err
 	}
 	if _, err := w.approve(ctx, n); err != nil {
 		return 0, err
 	}
+	stopSim, err := w.withSim(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	defer stopSim()
 	done := make(chan struct{})
 	w.counter.reset()
 	t0 := time.Now()
@@ -287,11 +318,16 @@ func (w *e2eWorld) sample(ctx context.Context, n int, start func(ctx context.Con
 // alone hands a backlog straight to the dispatcher from e2eConcurrency
 // goroutines: the worker's and the ledger's own cost, no relay, no
 // transport.
-func (w *e2eWorld) alone(ctx context.Context, n int) (float64, error) {
+func (w *e2eWorld) alone(ctx context.Context, s *settings, n int) (float64, error) {
 	reqs, err := w.approve(ctx, n)
 	if err != nil {
 		return 0, err
 	}
+	stopSim, err := w.withSim(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	defer stopSim()
 	work := make(chan transport.Inbound, n)
 	for _, r := range reqs {
 		v, err := r.Encode()
@@ -368,8 +404,17 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 		}
 		return &relaySet{relays: built.Relays}, nil
 	}
-	if _, err := w.alone(ctx, 50); err != nil { // warm the pools and the simulator
+	if _, err := w.alone(ctx, s, 50); err != nil { // warm the pools
 		return err
+	}
+	if err := riverMigrate(ctx, s); err != nil {
+		return err
+	}
+	river := func(ctx context.Context) (float64, error) { return riverSample(ctx, s, s.backlog) }
+	vsRiver := func(name string, ours, peer []float64) figure {
+		f := rateFigure(name, "refunds/s", "River jobs/s", "ratio >= 1.25", ours, peer)
+		f.note = riverGuarantees + "; opledger: " + opledgerWorkerGuarantees
+		return f
 	}
 
 	if s.wants("e2e_pgqueue", "statements_per_refund", "commits_per_refund") {
@@ -383,9 +428,9 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 			return err
 		}
 		var stmts, commits, baseStmts, baseCommits []float64
-		ours, base, err := interleave(ctx, s.rounds,
+		all, err := interleaveN(ctx, s.rounds,
 			func(ctx context.Context) (float64, error) {
-				rate, err := w.sample(ctx, s.backlog, func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
+				rate, err := w.sample(ctx, s, s.backlog, func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
 					stopRelay := goRun(ctx, relay.Run)
 					if os.Getenv("BENCH_DEBUG") != "" {
 						t0, p0 := time.Now(), relay.Published()
@@ -404,17 +449,19 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 				return rate, err
 			},
 			func(ctx context.Context) (float64, error) {
-				rate, err := w.alone(ctx, s.backlog)
+				rate, err := w.alone(ctx, s, s.backlog)
 				baseStmts = append(baseStmts, float64(w.counter.statements.Load())/float64(s.backlog))
 				baseCommits = append(baseCommits, float64(w.counter.commits.Load())/float64(s.backlog))
 				return rate, err
-			})
+			}, river)
 		if err != nil {
 			return fmt.Errorf("e2e_pgqueue: %w", err)
 		}
+		ours, base := all[0], all[1]
 		f := rateFigure("e2e_pgqueue", "refunds/s", "worker alone", "value >= 1500 && ratio >= 0.8", ours, base)
-		f.note = fmt.Sprintf("backlog of %d refunds per sample, %d in flight, zero-latency provider simulator over HTTP", s.backlog, e2eConcurrency)
+		f.note = fmt.Sprintf("backlog of %d refunds per sample, %d in flight, zero-latency provider simulator over HTTP (a process started fresh for each sample)", s.backlog, e2eConcurrency)
 		emit(f)
+		emit(vsRiver("e2e_pgqueue_vs_river", ours, all[2]))
 		st := rateFigure("statements_per_refund_pgqueue", "statements", "worker alone", "value <= 4", stmts, baseStmts)
 		st.note = "every statement the worker, the queue and the relay sent while the backlog drained, per refund"
 		emit(st)
@@ -460,23 +507,29 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 			})
 		})
 		defer stopConsumer()
-		ours, base, err := interleave(ctx, s.rounds,
+		all, err := interleaveN(ctx, s.rounds,
 			func(ctx context.Context) (float64, error) {
-				return w.sample(ctx, s.backlog, func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
+				return w.sample(ctx, s, s.backlog, func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
 					current.Store(&handle)
 					return goRun(ctx, relay.Run), nil
 				})
 			},
-			func(ctx context.Context) (float64, error) { return w.alone(ctx, s.backlog) })
+			func(ctx context.Context) (float64, error) { return w.alone(ctx, s, s.backlog) }, river)
 		if err != nil {
 			return fmt.Errorf("e2e_kafka: %w", err)
 		}
-		f := rateFigure("e2e_kafka", "refunds/s", "worker alone", "value >= 1500 && ratio >= 0.8", ours, base)
+		f := rateFigure("e2e_kafka", "refunds/s", "worker alone", "value >= 1500 && ratio >= 0.8", all[0], all[1])
 		f.note = fmt.Sprintf("kfake in process over loopback TCP, %d partitions, one consumer", e2eConcurrency)
 		emit(f)
+		emit(vsRiver("e2e_kafka_vs_river", all[0], all[2]))
 	}
 	return nil
 }
+
+// opledgerWorkerGuarantees is what the end-to-end path does that River's
+// jobs do not, stated beside every comparison with River.
+const opledgerWorkerGuarantees = "the capability consumed and the Claimed event (lease, fencing epoch) durable before the call, " +
+	"the outcome recorded as an event before the message is acknowledged, every event in the hash-chained log"
 
 // relaySet runs serve's relays together.
 type relaySet struct{ relays []*transport.Relay }

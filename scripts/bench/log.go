@@ -379,7 +379,7 @@ func runLog(ctx context.Context, s *settings, emit func(figure)) error {
 		if err != nil {
 			return fmt.Errorf("projector_catchup: %w", err)
 		}
-		f := rateFigure("projector_catchup", "events/s", "COPY TO STDOUT", "value >= 100000 && ratio >= 0.4", ours, base)
+		f := rateFigure("projector_catchup", "events/s", "COPY TO STDOUT", "ratio >= 0.5", ours, base)
 		f.note = fmt.Sprintf("a log of %d events (%s), from the start into fresh read models", n, size)
 		emit(f)
 	}

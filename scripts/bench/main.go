@@ -37,7 +37,8 @@ type settings struct {
 	backlog  int           // refunds per end-to-end sample
 	only     []string      // figure name prefixes to run (empty: all)
 	out      string        // BENCHMARKS.md to write ("" : none)
-	binDir   string        // where bench.sh built opledger and loadgen (HTTP figures)
+	binDir   string        // where bench.sh built opledger, loadgen and the River peer
+	mdbURL   string        // the database bench.sh installed Message DB into ("": not installed)
 	commands []string      // the command lines, for BENCHMARKS.md
 	log      *slog.Logger
 }
@@ -67,6 +68,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated figure name prefixes to run (default: all)")
 	flag.StringVar(&s.out, "out", "", "write the report (BENCHMARKS.md) here")
 	flag.StringVar(&s.binDir, "bin", "", "directory holding the built opledger and loadgen binaries (HTTP figures)")
+	flag.StringVar(&s.mdbURL, "message-db-url", "", "a database holding Message DB (the append figures' peer; bench.sh installs it)")
 	cmdline := flag.String("command", "", "the command line that ran this, for the report")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.Parse()
@@ -171,18 +173,31 @@ func (s *settings) wants(names ...string) bool {
 // interleave takes rounds samples of a and of b, alternating (a, b, a, b,
 // ...), and returns both lists.
 func interleave(ctx context.Context, rounds int, a, b func(ctx context.Context) (float64, error)) (as, bs []float64, err error) {
-	for range rounds {
-		x, err := a(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		y, err := b(ctx)
-		if err != nil {
-			return nil, nil, fmt.Errorf("baseline: %w", err)
-		}
-		as, bs = append(as, x), append(bs, y)
+	all, err := interleaveN(ctx, rounds, a, b)
+	if err != nil {
+		return nil, nil, err
 	}
-	return as, bs, nil
+	return all[0], all[1], nil
+}
+
+// interleaveN takes rounds samples of every f in turn (f0, f1, f2, f0, f1,
+// ...) and returns each one's list: a figure, its baseline and a peer
+// measured moments apart.
+func interleaveN(ctx context.Context, rounds int, fs ...func(ctx context.Context) (float64, error)) ([][]float64, error) {
+	out := make([][]float64, len(fs))
+	for range rounds {
+		for i, f := range fs {
+			x, err := f(ctx)
+			if err != nil {
+				if i > 0 {
+					return nil, fmt.Errorf("baseline %d: %w", i, err)
+				}
+				return nil, err
+			}
+			out[i] = append(out[i], x)
+		}
+	}
+	return out, nil
 }
 
 func median(xs []float64) float64 {
