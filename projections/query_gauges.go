@@ -43,3 +43,42 @@ func (r *Reads) OldestUnknown(ctx context.Context) (since time.Time, found bool,
 	}
 	return since.UTC(), true, nil
 }
+
+// OldestEscalated returns when the longest-waiting Escalated execution was
+// handed to a person (through executions_escalated_at_idx); found is false
+// when none waits.
+func (r *Reads) OldestEscalated(ctx context.Context) (since time.Time, found bool, err error) {
+	err = r.db.QueryRow(ctx, r.sql(`SELECT escalated_at FROM %[1]s.executions WHERE state = 'Escalated' ORDER BY escalated_at LIMIT 1`)).Scan(&since)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read the oldest Escalated execution: %w", err)
+	}
+	return since.UTC(), true, nil
+}
+
+// MaxPastLeaseCounted bounds how many overdue executions PastLease counts:
+// a sweeper that stopped during heavy traffic leaves many, and the count is
+// an alarm, not an inventory.
+const MaxPastLeaseCounted = 10_000
+
+// PastLease counts the executions still Executing whose lease expired
+// before now (the ledger's clock), up to MaxPastLeaseCounted, and returns
+// the earliest such expiry (zero when none). The sweeper turns a lapsed
+// lease Unknown within seconds, so an overdue execution that stays means
+// the sweeper is not doing its work — or the read models trail the log.
+// Through executions_executing_lease_idx.
+func (r *Reads) PastLease(ctx context.Context, now time.Time) (count int64, earliest time.Time, err error) {
+	var first *time.Time
+	err = r.db.QueryRow(ctx, r.sql(`SELECT count(*), min(lease_expires_at) FROM (
+		SELECT lease_expires_at FROM %[1]s.executions WHERE state = 'Executing' AND lease_expires_at < $1
+		ORDER BY lease_expires_at LIMIT $2) overdue`), now, MaxPastLeaseCounted).Scan(&count, &first)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("count executions past their lease: %w", err)
+	}
+	if first != nil {
+		earliest = first.UTC()
+	}
+	return count, earliest, nil
+}

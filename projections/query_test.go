@@ -225,4 +225,18 @@ func TestReadsGauges(t *testing.T) {
 	require.EqualValues(t, 1, counts["Executing"])
 	require.EqualValues(t, 5, counts["Completed"], "OP-A, OP-B, OP-G and OP-X's two uses")
 	require.EqualValues(t, 2, counts["NotApplied"], "OP-D's first attempt and OP-Y's one use")
+
+	escalatedAt, found, err := reads.OldestEscalated(t.Context())
+	require.NoError(t, err)
+	require.True(t, found, "the world has one Escalated execution")
+	require.False(t, escalatedAt.Before(start))
+	n, earliest, err := reads.PastLease(t.Context(), start)
+	require.NoError(t, err)
+	require.Zero(t, n, "no lease had expired when the world began")
+	require.True(t, earliest.IsZero())
+	later := e.clock.Now().Add(24 * time.Hour)
+	n, earliest, err = reads.PastLease(t.Context(), later)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the one Executing execution, a day past its lease")
+	require.True(t, earliest.After(start) && earliest.Before(later), "its lease expiry: %s", earliest)
 }

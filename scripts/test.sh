@@ -16,6 +16,8 @@
 #   OPLEDGER_NPM_TOOLS  where npm's tools are kept between runs (default
 #                 ~/.cache/opledger/npm-tools): @redocly/cli and mermaid
 #   python3       the Python client's tests need it (installed with apt-get when missing)
+#   OPLEDGER_PROMTOOL  promtool for the alert rules' checks (default: promtool on PATH, else
+#                 the one extracted from Debian's prometheus package into ~/.cache/opledger/tools)
 #   patroni, etcd scripts/failover.sh runs its cluster under them (Debian's patroni and
 #                 etcd-server, installed with apt-get when missing; without them: plain
 #                 streaming replication); OPLEDGER_NO_HA_INSTALL=1 never installs them
@@ -145,6 +147,41 @@ if ! { command -v patroni && command -v etcd; } >/dev/null 2>&1 && [ "${OPLEDGER
   echo "test.sh: no patroni/etcd; installing Debian's patroni and etcd-server for scripts/failover.sh (apt-get)" >&2
   { $sudo_n apt-get update -qq && $sudo_n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patroni etcd-server; } >&2 ||
     echo "test.sh: apt-get could not install patroni and etcd-server; scripts/failover.sh runs plain streaming replication" >&2
+fi
+
+# promtool checks docs/monitoring/alerts.yml and runs its unit tests
+# (cmd/opledger's TestAlertRulesPassPromtool). Debian ships it only inside the
+# prometheus package (a server with a web UI, 96 MB installed): only the
+# promtool binary is taken from it, apt-get download + dpkg-deb, no service
+# installed or started, kept in ~/.cache/opledger/tools between runs (a 19 MB
+# download, about 15 s on a fresh machine, bounded to 5 minutes).
+find_promtool() {
+  local p
+  for p in "${OPLEDGER_PROMTOOL:-}" promtool "$tools_dir/promtool"; do
+    if [ -n "$p" ] && command -v "$p" >/dev/null 2>&1; then command -v "$p"; return 0; fi
+  done
+  return 1
+}
+tools_dir=${XDG_CACHE_HOME:-$HOME/.cache}/opledger/tools
+if ! find_promtool >/dev/null && command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1; then
+  echo "test.sh: no promtool; extracting it from Debian's prometheus package into $tools_dir (apt-get download)" >&2
+  promtool_tmp=$(mktemp -d)
+  { [ "$(id -u)" != 0 ] || apt-get update -qq; } >&2 || true
+  if (cd "$promtool_tmp" && timeout 300 apt-get download -qq prometheus >/dev/null 2>&1) &&
+    mkdir -p "$tools_dir" &&
+    dpkg-deb --fsys-tarfile "$promtool_tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool >"$tools_dir/promtool.part" &&
+    chmod +x "$tools_dir/promtool.part"; then
+    mv "$tools_dir/promtool.part" "$tools_dir/promtool"
+  else
+    echo "test.sh: could not extract promtool from Debian's prometheus package" >&2
+  fi
+  rm -rf "$promtool_tmp"
+fi
+if promtool_path=$(find_promtool); then
+  echo "test.sh: the alert rules' checks use $promtool_path" >&2
+  export OPLEDGER_PROMTOOL=$promtool_path OPLEDGER_REQUIRE_PROMTOOL=1
+else
+  echo "test.sh: NO PROMTOOL: the alert rules' promtool checks are SKIPPED" >&2
 fi
 
 go vet ./...

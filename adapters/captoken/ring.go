@@ -40,6 +40,15 @@ type Key struct {
 // HasSeed reports whether the key's secret is present.
 func (k Key) HasSeed() bool { return k.signer != nil }
 
+// PublicKey returns the key's public key, or nil when the file holds no
+// seed (a retired key).
+func (k Key) PublicKey() ed25519.PublicKey {
+	if k.signer == nil {
+		return nil
+	}
+	return k.signer.PublicKey()
+}
+
 // signedAtAll reports whether the key ever signed (or will): a key retired
 // before it activated never did, and takes no part in the succession.
 func (k Key) signedAtAll() bool { return k.Retired.IsZero() || k.Retired.After(k.Activates) }

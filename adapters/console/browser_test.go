@@ -141,6 +141,42 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		require.Equal(t, "main", eval[string](auditor, `document.activeElement.id`))
 	})
 
+	t.Run("the pictures of the last hour and day", func(t *testing.T) {
+		require.EqualValues(t, 200, auditor.open("/ui/health"))
+		charts := eval[[]string](auditor, `[...document.querySelectorAll('figure.chart')].map(f => f.id)`)
+		require.Equal(t, []string{"chart-operations", "chart-doubt", "chart-lag"}, charts)
+		require.Equal(t, "Last hour", auditor.text(".charts .windows strong"))
+		bars := eval[[]string](auditor, `[...new Set([...document.querySelectorAll('#chart-operations rect')].map(r => r.getAttribute('class')))]`)
+		require.Contains(t, bars, "s-completed", "the story's operations, by the state they are in now")
+		require.Equal(t, "now 0 Unknown and 0 escalated; at most 1 in this window", eval[string](auditor, `document.querySelector('#chart-doubt desc').textContent`),
+			"the escalation waited within the hour, and the operator resolved it above")
+		lag := eval[int](auditor, `document.querySelectorAll('#chart-lag polyline.l-series0').length`)
+		require.Equal(t, 2, lag, "the projector's line has a gap where no sample was recorded")
+		require.Contains(t, eval[string](auditor, `document.querySelector('#chart-lag desc').textContent`), "the most behind was 1m3s")
+		require.Equal(t, []string{"projector (read models)", "relay:refund-requests"},
+			eval[[]string](auditor, `[...document.querySelectorAll('#chart-lag .legend li')].map(l => l.textContent)`))
+
+		require.EqualValues(t, 200, auditor.open("/ui/health?span=day"))
+		require.Equal(t, "Last day", auditor.text(".charts .windows strong"))
+		require.EqualValues(t, 400, auditor.open("/ui/health?span=week"), "a window is hour or day")
+		require.Contains(t, auditor.text("#problem-message"), "span")
+
+		require.EqualValues(t, 200, auditor.open("/ui/operations?state=Completed"))
+		require.Equal(t, []string{"chart-operations", "chart-doubt"}, eval[[]string](auditor, `[...document.querySelectorAll('figure.chart')].map(f => f.id)`))
+		day := eval[string](auditor, `document.querySelector('.charts .windows a').getAttribute('href')`)
+		require.Contains(t, day, "span=day")
+		require.Contains(t, day, "state=Completed", "the other window keeps the list's filter")
+
+		// At 390 px the pictures fit, and their text is still about 10 px.
+		auditor.do(chromedp.EmulateViewport(390, 844))
+		require.EqualValues(t, 200, auditor.open("/ui/health"))
+		width := eval[float64](auditor, `document.querySelector('#chart-lag svg').getBoundingClientRect().width`)
+		require.LessOrEqual(t, width, 390.0)
+		text := eval[float64](auditor, `document.querySelector('#chart-lag .xaxis text').getBoundingClientRect().height`)
+		require.GreaterOrEqual(t, text, 9.0, "an axis label at 390 px")
+		auditor.do(chromedp.ResetViewport())
+	})
+
 	t.Run("every page fits 390 and 1280 px", func(t *testing.T) {
 		pages := []string{"/ui/operations", "/ui/operations/OP-4471", "/ui/escalations", "/ui/evidence", "/ui/dead-letters", "/ui/health"}
 		for _, width := range []int64{390, 1280} {

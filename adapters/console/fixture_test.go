@@ -172,6 +172,7 @@ func newServed(t *testing.T) *served {
 
 	s.reads, err = projections.NewReads(pool, viewSchema)
 	require.NoError(t, err)
+	s.recordLagHistory()
 
 	// The API, with the console mounted, as serve runs them.
 	signer, err := captoken.NewSigner(bytes.Repeat([]byte{7}, captoken.SeedSize))
@@ -316,5 +317,27 @@ func (s *served) waitProjected() {
 			s.t.Fatalf("the read models did not show the fixture within %s", waitBound)
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for a condition
+	}
+}
+
+// recordLagHistory writes what serve's lag history records each minute
+// (cmd/opledger, serve_lag_history.go) for the hour before the world's
+// clock: the projector caught up but for a minute of backlog 25 minutes
+// ago, the relay a little behind throughout, one minute missing.
+func (s *served) recordLagHistory() {
+	now := s.world.Clock.Now()
+	for m := 60; m >= 0; m-- {
+		if m == 40 {
+			continue // serve was restarting: no sample
+		}
+		projector := time.Duration(0)
+		if m >= 23 && m <= 27 {
+			projector = time.Duration(30-m) * 9 * time.Second
+		}
+		relay := time.Duration(2+m%5) * time.Second
+		require.NoError(s.t, s.reads.RecordLag(s.t.Context(), now.Add(-time.Duration(m)*time.Minute), []projections.LagSample{
+			{Source: projections.LagSourceProjector, Events: int64(projector / time.Second), Behind: projector},
+			{Source: "relay:refund-requests", Events: int64(relay / time.Second), Behind: relay},
+		}))
 	}
 }

@@ -32,6 +32,8 @@ type healthView struct {
 	// Sessions are the console sessions open now, by token.
 	Sessions    []tokenSessions
 	SessionsErr string
+	// Charts are the pictures of the last hour or day (charts.go).
+	Charts chartsView
 }
 
 // tokenSessions are the open console sessions of one token.
@@ -96,6 +98,11 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request, v *visit) error
 		}
 		vw.Sessions[i].Sessions = append(vw.Sessions[i].Sessions, s)
 	}
+	charts, err := c.chartsFor(ctx, r, true)
+	if err != nil {
+		return err
+	}
+	vw.Charts = charts
 	c.render(w, r, v, http.StatusOK, "health", "Health", "health", vw)
 	return nil
 }

@@ -44,6 +44,8 @@ type operationsView struct {
 	// empty when there is none.
 	Next, First string
 	Filtered    bool
+	// Charts are the pictures of the last hour or day (charts.go).
+	Charts chartsView
 }
 
 // operations: GET /ui/operations?state=&age=&replay=1&q=&after=, newest
@@ -118,6 +120,9 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, v *visit) e
 	}
 	if query.After != nil {
 		vw.First = "/ui/operations?" + base.Encode()
+	}
+	if vw.Charts, err = c.chartsFor(r.Context(), r, false); err != nil {
+		return err
 	}
 	c.render(w, r, v, http.StatusOK, "operations", "Operations", "operations", vw)
 	return nil

@@ -45,7 +45,7 @@ func loadTemplates() (*templates, error) {
 	t := &templates{sets: map[string]*template.Template{}}
 	for _, name := range pageNames {
 		set, err := template.New("layout").Funcs(funcs).ParseFS(templateFiles,
-			"templates/layout.html", "templates/partials.html", "templates/"+name+".html")
+			"templates/layout.html", "templates/partials.html", "templates/charts.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: templates of %s: %w", name, err)
 		}

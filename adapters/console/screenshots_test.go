@@ -47,6 +47,8 @@ func TestScreenshots(t *testing.T) {
 		{"evidence", "/ui/evidence", "", operator},
 		{"dead-letters", "/ui/dead-letters", "", operator},
 		{"health", "/ui/health", "", operator},
+		{"charts", "/ui/health", "#h-charts", operator},
+		{"charts-day", "/ui/health?span=day", "#h-charts", operator},
 	}
 	var total int
 	for _, width := range []int64{1280, 390} {

@@ -85,6 +85,26 @@ func TestMetrics(t *testing.T) {
 		require.True(t, strings.Contains(text, want), "/metrics lacks %s", want)
 	}
 	require.NotContains(t, text, "worker-token-0123456789")
+	for _, want := range []string{`opledger_escalated_oldest_age_seconds 0`, `opledger_executions_past_lease 0`, `opledger_executions_past_lease_oldest_seconds 0`} {
+		require.Contains(t, text, want+"\n")
+	}
+	require.NotContains(t, text, "opledger_digest_", "a process that signs no digest shows no digest series")
+
+	// Ten minutes on, the worker's execution is past its lease (no sweeper
+	// runs here); serve's digest role reports its schedule and a tick.
+	e.must(http.StatusOK, e.post(httpapi.RoleOperator, "/v1/test-clock", map[string]any{"advance": "10m"}))
+	m.DigestSchedule(time.Hour)
+	m.ObserveDigest(time.Unix(1_800_000_000, 0))
+	text = string(e.must(http.StatusOK, e.call("", "GET", "/metrics", nil)).raw)
+	for _, want := range []string{
+		`opledger_executions_past_lease 1`,
+		`opledger_digest_interval_seconds 3600`,
+		`opledger_digest_last_signed_timestamp_seconds 1.8e+09`,
+		`opledger_unknown_oldest_age_seconds 690`,
+	} {
+		require.Contains(t, text, want+"\n")
+	}
+	require.Regexp(t, `opledger_executions_past_lease_oldest_seconds [1-9][0-9]*`, text)
 }
 
 // TestReadinessReportsEachRole: /readyz lists every background role with
@@ -145,6 +165,7 @@ func TestMetricsShowRolesRelayQueueAndSetAside(t *testing.T) {
 				return []httpapi.RoleStatus{
 					{Role: "projector", State: httpapi.RoleRunning, OK: true},
 					{Role: "relay", State: httpapi.RoleRestarting, Restarts: 3},
+					{Role: "reconciler", State: httpapi.RoleDisabled, OK: true},
 				}
 			},
 			RelayLag: func(context.Context) ([]httpapi.RelayLag, error) {
@@ -174,6 +195,7 @@ func TestMetricsShowRolesRelayQueueAndSetAside(t *testing.T) {
 	} {
 		require.Contains(t, text, want)
 	}
+	require.NotContains(t, text, `role="reconciler"`, "a role disabled here has no series")
 	queueErr = errors.New("queue table gone")
 	text = string(e.must(http.StatusOK, e.call("", "GET", "/metrics", nil)).raw)
 	require.Contains(t, text, `opledger_metrics_scrape_errors_total{gauge="queue"} 1`)

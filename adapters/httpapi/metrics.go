@@ -51,6 +51,7 @@ type Metrics struct {
 	deadLetters     *prometheus.GaugeVec
 	setAside        *prometheus.GaugeVec
 	replication     replicationGauges
+	attention       attentionGauges
 	regressions     *prometheus.CounterVec
 	unacknowledged  prometheus.Gauge
 	lostEffects     prometheus.Counter
@@ -104,6 +105,8 @@ func NewMetrics() *Metrics {
 	m.addRegressions()
 	m.replication = newReplicationGauges()
 	m.reg.MustRegister(m.replication.collectors()...)
+	m.attention = newAttentionGauges()
+	m.reg.MustRegister(m.attention.collectors()...)
 	m.reg.MustRegister(m.claims, m.refusals, m.executions, m.unknownAge, m.lagEvents, m.lagSeconds, m.scrapeErrors,
 		m.reconciled, m.providerSends, m.providerLatency, m.requests, m.requestLatency,
 		m.rateLimited, m.reloads, m.roleUp, m.roleRestarts, m.relayLagEvents, m.relayLagSeconds,

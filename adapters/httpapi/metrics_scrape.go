@@ -44,6 +44,7 @@ func (s *Server) refreshGauges(ctx context.Context) {
 	default:
 		m.unknownAge.Set(0)
 	}
+	s.refreshAttention(ctx)
 	if s.cfg.ProjectionLag != nil {
 		if lag, err := s.cfg.ProjectionLag(ctx); err != nil {
 			m.scrapeErrors.WithLabelValues("projection_lag").Inc()
@@ -72,6 +73,9 @@ func (s *Server) refreshRoleGauges(ctx context.Context) {
 	m, st := s.cfg.Metrics, s.cfg.Status
 	if st.Roles != nil {
 		for _, r := range st.Roles(ctx) {
+			if r.State == RoleDisabled {
+				continue // not run here: no series, so that an alert on a role down never fires for it
+			}
 			up := 0.0
 			if r.OK && r.State == RoleRunning {
 				up = 1
@@ -116,6 +120,30 @@ func (s *Server) refreshRoleGauges(ctx context.Context) {
 				m.setAside.WithLabelValues(string(c.Role), "retrying").Set(float64(c.Retrying))
 			}
 		}
+	}
+}
+
+// refreshAttention sets the oldest escalation's age and the executions past
+// their lease, by the ledger's clock.
+func (s *Server) refreshAttention(ctx context.Context) {
+	g, now := s.cfg.Metrics.attention, s.cfg.Ledger.Clock().Now()
+	switch since, found, err := s.reads.OldestEscalated(ctx); {
+	case err != nil:
+		s.scrapeFailed(ctx, "escalated_age", err)
+	case found:
+		g.escalatedAge.Set(max(0, now.Sub(since).Seconds()))
+	default:
+		g.escalatedAge.Set(0)
+	}
+	if n, earliest, err := s.reads.PastLease(ctx, now); err != nil {
+		s.scrapeFailed(ctx, "past_lease", err)
+	} else {
+		g.pastLease.Set(float64(n))
+		age := 0.0
+		if n > 0 {
+			age = max(0, now.Sub(earliest).Seconds())
+		}
+		g.pastLeaseAge.Set(age)
 	}
 }
 

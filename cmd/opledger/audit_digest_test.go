@@ -147,9 +147,12 @@ func TestServeDigestRole(t *testing.T) {
 	require.NoError(t, f.validate())
 	signer, err := loadDigestSigner(key)
 	require.NoError(t, err)
-	d := &scheduledDigests{digester: audit.NewDigester(store), signer: signer, dir: out, now: f.now, log: slog.New(slog.DiscardHandler)}
+	var ticks []time.Time
+	d := &scheduledDigests{store: store, digester: audit.NewDigester(store), signer: signer, dir: out, now: f.now, log: slog.New(slog.DiscardHandler),
+		current: func(at time.Time) { ticks = append(ticks, at) }}
 
 	d.once(t.Context())
+	require.Equal(t, []time.Time{clock}, ticks, "the tick that signed reports it")
 	files, err := filepath.Glob(filepath.Join(out, "digest-*.json"))
 	require.NoError(t, err)
 	require.Len(t, files, 1)
@@ -162,6 +165,7 @@ func TestServeDigestRole(t *testing.T) {
 	d.once(t.Context())
 	files, _ = filepath.Glob(filepath.Join(out, "digest-*.json"))
 	require.Len(t, files, 1, "the log did not grow: no new digest")
+	require.Len(t, ticks, 2, "the digest signed before still covers the log: on schedule")
 
 	_, err = store.Append(t.Context(), "evidence-unattributed-test", eventstore.NoStream(), []eventstore.EventData{{ID: "0193a5c2-7b1e-7000-8000-00000000abcd", Type: "Noted", Data: []byte(`{}`)}})
 	require.NoError(t, err)
@@ -173,6 +177,7 @@ func TestServeDigestRole(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, first+1, latest.TreeSize)
 	require.True(t, strings.HasSuffix(files[1], "-20261127T170000Z.json"), files)
+	require.Equal(t, clock, ticks[2])
 
 	rep, err := audit.Verify(t.Context(), store, audit.VerifyOptions{Digest: latest, DigestKey: signer.DigestVerifier})
 	require.NoError(t, err)

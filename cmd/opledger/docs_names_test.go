@@ -28,6 +28,8 @@ import (
 var operatorSections = []struct{ file, heading string }{
 	{"docs/operations.md", "High availability"},
 	{"docs/transport.md", "A worker dies"},
+	{"docs/operations.md", "Alerts and runbooks"},
+	{"docs/operations.md", "opledger doctor"},
 }
 
 var (
@@ -109,7 +111,7 @@ func TestOperatorSectionsNameWhatExists(t *testing.T) {
 				}
 			}
 			for _, name := range metricName.FindAllString(span, -1) {
-				if !metrics[name] {
+				if _, pending := pendingContract[name]; !metrics[name] && !pending { // pendingContract: monitoring_test.go
 					problems = append(problems, where+": names the metric "+name+", which nothing registers")
 				}
 			}

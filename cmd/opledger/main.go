@@ -8,6 +8,7 @@
 //	opledger projections   rebuild read models
 //	opledger dlq           inspect and resubmit dead letters
 //	opledger set-aside     list and release the loops' set-aside items
+//	opledger doctor        check a deployment before it takes traffic
 //	opledger demo          the seed's Thursday/Friday story, end to end
 //	opledger sim           deterministic simulation: seeded fault schedules, checked
 //	opledger keys          the key ring that signs capability tokens
