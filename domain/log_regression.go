@@ -25,6 +25,7 @@ const (
 	CacheIndexCheckpoint     = "index_checkpoint"     // the recovery roles' log index
 	CacheDigestTree          = "digest_tree"          // serve's scheduled digests' Merkle tree
 	CacheRegressionStream    = "regression_stream"    // the regression monitor's own cursor
+	CacheFeedHead            = "feed_head_cache"      // the operation feed's operations' first events
 )
 
 // MaxSeenExecutions bounds the executions a LogRegressed lists.

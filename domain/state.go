@@ -329,6 +329,8 @@ func (o *Operation) Evolve(e Event) error {
 		// Evidence only.
 	case RefusalsSummarized:
 		// Evidence only; evidence streams hold it, never an operation's.
+	case LostEffectEscalated:
+		return o.openLostEffect(ev)
 	case LogRegressed, LogRegressionAcknowledged:
 		return fmt.Errorf("evolve: %s belongs in %s, never in an operation's stream", e.EventType(), RegressionStream)
 	default:

@@ -67,6 +67,10 @@ func (m *batchModel) fold(d decodedEvent) error {
 	case d.event == nil:
 		return nil
 	case d.evidence:
+		if lost, ok := d.event.(domain.LostEffectEscalated); ok && d.op == "" {
+			m.evidence = append(m.evidence, lostEffectEvidence(d, lost)) // its operation is gone
+			return nil
+		}
 		if !domain.IsEvidence(d.event) {
 			return corrupt(d, "an evidence stream holds evidence only")
 		}
@@ -209,6 +213,8 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 		o.UpdatedAt = ev.RevokedAt
 	case domain.Claimed:
 		return m.foldClaimed(d, o, ev)
+	case domain.LostEffectEscalated:
+		return m.foldLostEffect(d, o, ev)
 	case domain.DeliveryDuplicated, domain.PresentationRejected, domain.WriteRefused, domain.RefusalsSummarized:
 		// Evidence in an operation's stream (written before evidence
 		// streams existed): folded as any evidence.
@@ -443,4 +449,55 @@ func changedRows[K comparable, R any](rows map[K]R, change func(R) rowChange, co
 
 func compareDeliveryKeys(a, b deliveryKey) int {
 	return cmp.Or(cmp.Compare(a.MessageID, b.MessageID), cmp.Compare(a.OperationID, b.OperationID))
+}
+
+// foldLostEffect opens the Escalated execution a lost effect records: the
+// escalations read model lists it for a person, with the effect's key and
+// reference; it needs no capability (the claim it was made under is what
+// the store lost).
+func (m *batchModel) foldLostEffect(d decodedEvent, o *operationRow, ev domain.LostEffectEscalated) error {
+	if ev.ExecutionID == "" {
+		return corrupt(d, "a lost effect in an operation's stream opens no execution")
+	}
+	if m.execs[string(ev.ExecutionID)] != nil {
+		return corrupt(d, "execution %s opened twice", ev.ExecutionID)
+	}
+	detail := lostEffectDetail(ev)
+	m.execs[string(ev.ExecutionID)] = &executionRow{
+		ID: string(ev.ExecutionID), OperationID: d.op, Attempt: int32(ev.Attempt), Use: 1, State: string(domain.ExecEscalated),
+		LeaseExpiresAt: ev.FoundAt, IdempotencyKey: string(ev.IdempotencyKey), ProviderReference: ev.ProviderReference,
+		StartedAt: ev.FoundAt, UnknownSince: ev.FoundAt, UnknownCause: detail, EscalatedAt: ev.FoundAt,
+		EscalationReason: string(domain.ReasonEffectLost), EscalationDetail: detail, LastEventSeq: d.seq, change: created,
+	}
+	o.CurrentExecutionID, o.UpdatedAt = string(ev.ExecutionID), ev.FoundAt
+	o.ExecutionCount++
+	m.recons = append(m.recons, &reconciliationRow{
+		EventID: d.rec.ID, EventSeq: d.seq, Kind: d.rec.Type, ExecutionID: string(ev.ExecutionID), OperationID: d.op,
+		ProviderReference: ev.ProviderReference, Actor: d.actor, Reason: string(domain.ReasonEffectLost), Detail: detail, At: ev.FoundAt,
+	})
+	return nil
+}
+
+// lostEffectEvidence is the evidence row of a lost effect whose operation
+// the store no longer holds.
+func lostEffectEvidence(d decodedEvent, ev domain.LostEffectEscalated) *evidenceRow {
+	return &evidenceRow{
+		EventID: d.rec.ID, EventSeq: d.seq, Position: d.rec.Position.String(), StreamID: d.rec.StreamID,
+		Kind: d.rec.Type, RecordedAt: ev.FoundAt, StoredAt: d.rec.RecordedAt, OperationID: string(ev.OperationID),
+		ExecutionID: string(ev.LostExecutionID), Reason: string(domain.ReasonEffectLost), Detail: lostEffectDetail(ev),
+		Outcome: string(ev.Outcome), ProviderReference: ev.ProviderReference, Count: 1, Actor: d.actor,
+	}
+}
+
+// lostEffectDetail says what a person must decide on, in one line.
+func lostEffectDetail(ev domain.LostEffectEscalated) string {
+	s := fmt.Sprintf("the executor holds an effect (%s) under key %s that no execution the store holds accounts for (found by %s", ev.Outcome, ev.IdempotencyKey, ev.Source)
+	if ev.LostExecutionID != "" {
+		s += ", made for execution " + string(ev.LostExecutionID)
+	}
+	s += ")"
+	if ev.Detail != "" {
+		s += ": " + ev.Detail
+	}
+	return s
 }

@@ -12,7 +12,7 @@
 #
 #   scripts/bench.sh [--quick] [--only PREFIX[,PREFIX]] [--rounds N] [--out FILE]
 #
-#   --quick    small sizes and 1 s samples: about 3 minutes (full: about 11 on
+#   --quick    small sizes and 1 s samples: about 5 minutes (full: about 13 on
 #              the 2-core development machine, within 20)
 #   --only     run only the figures whose names start with one of PREFIX
 #   --rounds   samples per figure and per baseline (default 5, at least 5)

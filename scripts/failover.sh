@@ -413,7 +413,10 @@ EOF
 
   local metrics regressions escalated
   metrics=$(curl -sS -m 5 "$API/metrics" 2>/dev/null || true)
-  regressions=$(printf '%s\n' "$metrics" | awk '$1 ~ /^opledger_log_regressions_total/ { n += $2; seen = 1 } END { if (seen) print n; else print "missing" }')
+  # The counter by cache has no series until a regression is noticed; the
+  # unacknowledged gauge is there from the start in a build that detects.
+  regressions=$(printf '%s\n' "$metrics" | awk '$1 ~ /^opledger_log_regressions_total/ { n += $2 } $1 == "opledger_log_regression_unacknowledged" { seen = 1 }
+    END { if (seen) print n + 0; else print "missing" }')
   escalated=$(printf '%s\n' "$metrics" | awk '$1 ~ /^opledger_lost_effects_escalated_total/ { n += $2; seen = 1 } END { if (seen) print n; else print "missing" }')
   local sync_after
   sync_after=$(printf '%s\n' "$metrics" | awk '$1 == "opledger_replication_synchronous" { print $2 }')
@@ -468,7 +471,7 @@ EOF
     local missing=()
     if [ "$regressions" = missing ] && [ "$evidence" = 0 ]; then
       missing+=("regression detection (no opledger_log_regressions_total, no evidence-regressions stream)")
-    elif [ "$evidence" = 0 ] && [ "${regressions:-0}" = 0 ]; then
+    elif [ "$evidence" = 0 ] && [ "$regressions" = 0 ]; then
       fails+=("async: the regression was not recorded (evidence-regressions empty, opledger_log_regressions_total 0)")
     fi
     if [ "$escalated" = missing ]; then

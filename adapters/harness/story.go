@@ -180,3 +180,8 @@ func (CrashAfterClaim) RecordOutcome(context.Context, domain.OperationID, domain
 func (CrashAfterClaim) RecordLateOutcome(context.Context, domain.OperationID, domain.RecordLateOutcome, ledger.Cause) error {
 	return ErrProcessGone
 }
+
+// EscalateLostEffect implements worker.Ledger: the process is gone.
+func (CrashAfterClaim) EscalateLostEffect(context.Context, domain.OperationID, domain.EscalateLostEffect, ledger.Cause) (bool, error) {
+	return false, ErrProcessGone
+}

@@ -48,6 +48,16 @@ func (l *instrumentedLedger) RecordLateOutcome(ctx context.Context, op domain.Op
 	return err
 }
 
+// EscalateLostEffect counts the lost effect escalated
+// (opledger_lost_effects_escalated_total).
+func (l *instrumentedLedger) EscalateLostEffect(ctx context.Context, op domain.OperationID, cmd domain.EscalateLostEffect, by ledger.Cause) (bool, error) {
+	escalated, err := l.next.EscalateLostEffect(ctx, op, cmd, by)
+	if escalated {
+		l.m.ObserveLostEffect()
+	}
+	return escalated, err
+}
+
 func (l *instrumentedLedger) refused(err error) {
 	var r *domain.Refusal
 	if errors.As(err, &r) {

@@ -62,6 +62,14 @@ func (s *Server) logRequest(r *http.Request, rec *statusRecorder, info *requestI
 	if status == 0 {
 		status = http.StatusOK
 	}
+	level := slog.LevelInfo
+	if info.err != nil && info.err.status >= 500 {
+		level = slog.LevelError
+	}
+	defer s.cfg.Metrics.observeRequest(route, strconv.Itoa(status), took)
+	if !s.cfg.Logger.Enabled(r.Context(), level) {
+		return // a line nobody keeps is not built
+	}
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
@@ -72,16 +80,11 @@ func (s *Server) logRequest(r *http.Request, rec *statusRecorder, info *requestI
 	if info.who.Role != "" {
 		attrs = append(attrs, slog.String("role", string(info.who.Role)), slog.String("actor", info.who.Name))
 	}
-	level := slog.LevelInfo
 	if info.err != nil {
 		attrs = append(attrs, slog.String("code", info.err.code))
-		if info.err.status >= 500 {
-			level = slog.LevelError
-			if info.err.cause != nil {
-				attrs = append(attrs, slog.String("err", info.err.cause.Error()))
-			}
+		if info.err.status >= 500 && info.err.cause != nil {
+			attrs = append(attrs, slog.String("err", info.err.cause.Error()))
 		}
 	}
 	s.cfg.Logger.LogAttrs(r.Context(), level, "http request", attrs...)
-	s.cfg.Metrics.observeRequest(route, strconv.Itoa(status), took)
 }

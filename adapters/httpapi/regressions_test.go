@@ -9,6 +9,7 @@ import (
 
 	"opledger/adapters/httpapi"
 	"opledger/domain"
+	"opledger/domain/ledger"
 	"opledger/eventstore/postgres/pgtest"
 )
 
@@ -70,4 +71,33 @@ func TestLogRegressionAlarmUntilAcknowledged(t *testing.T) {
 	require.Contains(t, metrics, "opledger_log_regression_unacknowledged 0")
 	require.Equal(t, []string{domain.TypeLogRegressed, domain.TypeLogRegressionAcknowledged}, e.streamTypes(domain.RegressionStream))
 	require.False(t, strings.Contains(metrics, "operator-token"))
+}
+
+// TestLostEffectIsAnEscalation: a lost effect recorded in an operation's
+// stream is an Escalated execution in the read models: GET /v1/escalations
+// lists it with the effect's key and reference for a person, who resolves
+// it as any escalation.
+func TestLostEffectIsAnEscalation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	op := e.create("lost-effect-1")
+	escalated, err := e.h.EscalateLostEffect(t.Context(), op, domain.EscalateLostEffect{LostExecutionID: domain.ExecutionID(strings.Replace(string(op), "OP-", "EXE-", 1) + ".1"),
+		IdempotencyKey: domain.IdempotencyKey("refund-" + string(op) + "-a1"), ProviderReference: "re_lost_1", Outcome: domain.Completed,
+		Source: domain.LostEffectByWorker, Detail: "201"}, ledger.Cause{Actor: "worker-1"})
+	require.NoError(t, err)
+	require.True(t, escalated)
+	list := e.waitRead("/v1/escalations", func(r response) bool {
+		items, _ := r.body["escalations"].([]any)
+		return len(items) == 1
+	})
+	item := list.body["escalations"].([]any)[0].(map[string]any)
+	require.Equal(t, string(domain.ReasonEffectLost), item["escalation_reason"])
+	require.Equal(t, "refund-"+string(op)+"-a1", item["idempotency_key"])
+	require.Contains(t, item["escalation_detail"], "made for execution")
+	x := item["execution_id"].(string)
+	e.must(http.StatusOK, e.post(httpapi.RoleOperator, "/v1/executions/"+x+"/resolve",
+		map[string]any{"outcome": "Completed", "provider_reference": "re_lost_1", "evidence": "provider dashboard: re_lost_1 succeeded"}))
+	s, err := e.h.Load(t.Context(), op)
+	require.NoError(t, err)
+	require.Equal(t, domain.OpCompleted, s.Status())
 }

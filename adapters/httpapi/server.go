@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"opledger/domain"
 	"opledger/domain/feed"
@@ -33,6 +35,9 @@ type Server struct {
 	// long-polls answer at once rather than hold the shutdown up.
 	draining  chan struct{}
 	drainOnce sync.Once
+	// traced is false when Config.Tracing is a no-op provider: no request
+	// then pays for a span nobody records (trace.go).
+	traced bool
 }
 
 // StopWaiting ends every long-poll at once (each answers what it has) and
@@ -63,12 +68,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	fr, err := feed.NewReader(feed.ReaderConfig{Store: cfg.Ledger.Store()})
+	fr, err := feed.NewReader(feed.ReaderConfig{Store: cfg.Ledger.Store(), Regressions: cfg.Ledger.Regressions()})
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads, limiter: newLimiter(cfg.RateLimit), feed: fr, draining: make(chan struct{}),
 		exposition: promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
+	_, untraced := cfg.Tracing.(noop.TracerProvider)
+	s.traced = !untraced
 	s.register()
 	return s, nil
 }
@@ -184,15 +191,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w}
 	rec.Header().Set("X-Request-Id", info.id)
 	h, pattern := s.mux.Handler(r)
-	r, span := s.startSpan(r, pattern) // trace.go
-	defer span.End()
+	if s.traced {
+		var span trace.Span
+		r, span = s.startSpan(r, pattern) // trace.go
+		defer span.End()
+		defer endSpan(span, rec, info)
+	}
 	if pattern == "" {
 		s.notRouted(rec, r, h)
 		pattern = "unmatched"
 	} else {
 		s.mux.ServeHTTP(rec, r)
 	}
-	endSpan(span, rec, info)
 	s.logRequest(r, rec, info, pattern, time.Since(start))
 }
 

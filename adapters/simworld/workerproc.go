@@ -195,6 +195,17 @@ func (l *workerLedger) RecordLateOutcome(ctx context.Context, op domain.Operatio
 	return err
 }
 
+func (l *workerLedger) EscalateLostEffect(ctx context.Context, op domain.OperationID, cmd domain.EscalateLostEffect, by ledger.Cause) (bool, error) {
+	wp := (*workerProc)(l)
+	if wp.p.dead.Load() {
+		return false, errProcessDead
+	}
+	wp.view.current = wp.task
+	escalated, err := wp.ledger.EscalateLostEffect(ctx, op, cmd, by)
+	wp.w.tracef(wp.p, "%s escalates lost effect %s of %s (%s) → %v %s", wp.task, cmd.ProviderReference, cmd.LostExecutionID, cmd.Outcome, escalated, errText(err))
+	return escalated, err
+}
+
 func (l *workerLedger) RecordUnattributed(ctx context.Context, ev domain.PresentationRejected, by ledger.Cause) error {
 	wp := (*workerProc)(l)
 	if wp.p.dead.Load() {

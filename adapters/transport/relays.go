@@ -31,6 +31,9 @@ type RelaysConfig struct {
 	// TopicOperationFeed. Set it on Kafka only: the Postgres queue has no
 	// consumer of that topic (services downstream read GET /v1/feed).
 	OperationFeed bool
+	// Regressions is told when the operation feed's cache of operations'
+	// first events finds the log went back (default: nobody).
+	Regressions eventstore.RegressionObserver
 	// Tune, when set, adjusts each relay's configuration before it is
 	// built (pauses, batch size, retry policy: tests, the simulator and the
 	// benchmark tune them; serve takes the defaults).
@@ -70,7 +73,7 @@ func StandardRelays(cfg RelaysConfig) ([]*Relay, error) {
 	relays := []relay{{RelayRefundRequests, fixed(SelectRefundRequests)}, {RelaySecuritySignals, fixed(SelectSecuritySignals)}}
 	if cfg.OperationFeed {
 		relays = append(relays, relay{RelayOperationFeed, func(store eventstore.Store) (Selector, error) {
-			r, err := feed.NewReader(feed.ReaderConfig{Store: store})
+			r, err := feed.NewReader(feed.ReaderConfig{Store: store, Regressions: cfg.Regressions})
 			if err != nil {
 				return nil, err
 			}

@@ -52,8 +52,13 @@ func SelectRefundRequests(_ context.Context, rec eventstore.RecordedEvent) ([]Ou
 
 // SelectSecuritySignals maps every PresentationRejected event with
 // ReplaySuspected set to one SecuritySignal on TopicSecuritySignals, keyed by
-// capability id. Other events map to nothing.
+// capability id, and every LogRegressed (the store lost acknowledged
+// writes) to one of kind SignalLogRegressed, keyed by the stream that went
+// back. Other events map to nothing.
 func SelectSecuritySignals(_ context.Context, rec eventstore.RecordedEvent) ([]Outbound, error) {
+	if rec.Type == domain.TypeLogRegressed {
+		return selectRegression(rec)
+	}
 	if rec.Type != domain.TypePresentationRejected {
 		return nil, nil
 	}
@@ -83,4 +88,38 @@ func SelectSecuritySignals(_ context.Context, rec eventstore.RecordedEvent) ([]O
 		headers[HeaderCorrelationID] = string(sig.CorrelationID)
 	}
 	return []Outbound{{Topic: TopicSecuritySignals, Key: string(rej.CapabilityID), MessageID: sig.SignalID, Value: value, Headers: headers}}, nil
+}
+
+// selectRegression maps a LogRegressed to its security signal.
+func selectRegression(rec eventstore.RecordedEvent) ([]Outbound, error) {
+	d, err := codec.DecodeRecorded(rec)
+	if err != nil {
+		return nil, err
+	}
+	ev, ok := d.Event.(domain.LogRegressed)
+	if !ok {
+		return nil, fmt.Errorf("event type %s decoded as %T", rec.Type, d.Event)
+	}
+	op, _, _ := domain.OperationOfStream(ev.Stream)
+	detail, _ := domain.EvidenceText(fmt.Sprintf("%s of %s saw %s at version %d, the store holds version %d: %s",
+		ev.Cache, ev.Noticer, cmpOr(ev.Stream, "the log"), ev.SeenVersion, ev.HeldVersion, ev.Detail), domain.MaxTextLength)
+	worker, _ := domain.EvidenceText(ev.Noticer, domain.MaxIDLength)
+	sig := SecuritySignal{
+		SignalID: SignalIDForEvent(rec.ID), Kind: SignalLogRegressed, EventID: rec.ID, Stream: rec.StreamID,
+		OperationID: op, WorkerID: worker, Reason: ReasonLogRegressed, Detail: detail, RejectedAt: ev.NoticedAt,
+	}
+	value, err := sig.Encode()
+	if err != nil {
+		return nil, err
+	}
+	key := cmpOr(ev.Stream, domain.RegressionStream)
+	headers := map[string]string{HeaderMessageID: sig.SignalID, HeaderEventID: rec.ID}
+	return []Outbound{{Topic: TopicSecuritySignals, Key: key, MessageID: sig.SignalID, Value: value, Headers: headers}}, nil
+}
+
+func cmpOr(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }

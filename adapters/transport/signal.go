@@ -13,6 +13,15 @@ import (
 // presented on a message the operation had not seen.
 const SignalReplaySuspected = "replay-suspected"
 
+// SignalLogRegressed is the kind of signal raised for a LogRegressed: a
+// cache or cursor found the store holding less than it had seen (the store
+// lost acknowledged writes). Its worker_id names the process that noticed,
+// its operation_id the operation whose stream went back (if one did).
+const SignalLogRegressed = "log-regressed"
+
+// ReasonLogRegressed is a log-regressed signal's reason.
+const ReasonLogRegressed domain.Reason = "log.regressed"
+
 // SecuritySignal is the value of a message on TopicSecuritySignals: a
 // refusal a person should look at. The ledger already refused the
 // presentation and recorded it; the signal routes it to whoever owns the

@@ -148,7 +148,7 @@ func TestServeDigestRole(t *testing.T) {
 	signer, err := loadDigestSigner(key)
 	require.NoError(t, err)
 	var ticks []time.Time
-	d := &scheduledDigests{digester: audit.NewDigester(store), signer: signer, dir: out, now: f.now, log: slog.New(slog.DiscardHandler),
+	d := &scheduledDigests{store: store, digester: audit.NewDigester(store), signer: signer, dir: out, now: f.now, log: slog.New(slog.DiscardHandler),
 		current: func(at time.Time) { ticks = append(ticks, at) }}
 
 	d.once(t.Context())

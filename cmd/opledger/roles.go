@@ -69,7 +69,7 @@ func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store ev
 		// On Kafka the relay also publishes the operation feed for the
 		// services downstream (on the Postgres queue they read GET /v1/feed).
 		cfg.Relays = &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport),
-			OperationFeed: len(s.brokers) > 0}
+			OperationFeed: len(s.brokers) > 0, Regressions: lg.Regressions()}
 		closePub = closeP
 	}
 	built, err := roles.Build(cfg)
@@ -129,8 +129,14 @@ func reconcilerConfig(s serveSettings, metrics *httpapi.Metrics, tp trace.Tracer
 			return rctx, func(steps []recovery.Step, err error) {
 				end(len(steps), err)
 				metrics.ObserveReconcile(steps)
+				for _, st := range steps {
+					if st.Verdict == recovery.VerdictLostEffect {
+						metrics.ObserveLostEffect()
+					}
+				}
 			}
-		}}
+		},
+		Export: providerExportSource(s.providerExport, s.profile.Name)}
 	if exports != nil {
 		cfg.Exports, cfg.ExportProfile = tracing.Exports(exports, tp), exports.Profile()
 	}

@@ -50,8 +50,11 @@ type serveSettings struct {
 	// exportURL the export-delivery service the reconciler reads.
 	enabledKinds []domain.OperationKind
 	exportURL    string
-	tracing      tracingConfig       // tracing.go
-	replication  replicationSettings // replication.go
+	// providerExport is where the reconciler's lost-effect check reads
+	// the provider's export ("" none).
+	providerExport string
+	tracing        tracingConfig       // tracing.go
+	replication    replicationSettings // replication.go
 }
 
 // serveFlags binds serve's settings.
@@ -63,7 +66,7 @@ func serveFlags(stderr io.Writer) *settings.Flags {
 		settings.Listen, settings.TokensFile, settings.SigningKeys, settings.SigningKeyFile, settings.TLSCert, settings.TLSKey,
 		settings.RateLimit, settings.RateBurst, settings.RoleBackoff, settings.RoleMaxFailures, settings.Disable,
 		settings.SweepInterval, settings.ReconcileInterval, settings.ShutdownTimeout, settings.TestClock, settings.Dev,
-		settings.EnableKinds, settings.ExportDeliveryURL)
+		settings.EnableKinds, settings.ExportDeliveryURL, settings.ProviderExport)
 	f.Bind(consoleSettings...)
 	f.Bind(digestSettings...)
 	f.Bind(replicationBindings...)
@@ -106,6 +109,7 @@ func serveConfig(f *settings.Flags) (serveSettings, error) {
 		errs = append(errs, err)
 	}
 	s.exportURL = f.Text(settings.ExportDeliveryURL)
+	s.providerExport = f.Text(settings.ProviderExport)
 	if s.tokensFile == "" {
 		errs = append(errs, fmt.Errorf("%s (lines 'ROLE sha256:DIGEST [NAME]', opledger tokens new)", f.Missing(settings.TokensFile, "tokens file")))
 	}
@@ -217,7 +221,7 @@ func serve(ctx context.Context, db *dbConfig, s serveSettings, log *slog.Logger)
 		return err
 	}
 	lags := &lagHistory{reads: lagReads, projector: projector.Lag, relays: relays, clock: clk, log: log} // serve_lag_history.go
-	if digests, err := s.digests.role(store, metrics, log); err != nil {
+	if digests, err := s.digests.role(store, metrics, regressions, log); err != nil {
 		return err
 	} else if digests.run != nil {
 		roles = append(roles, digests)

@@ -210,7 +210,7 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 		}
 		built, err := roles.Build(roles.Config{Store: store, Logger: log, SetAside: sa,
 			Relays: &transport.RelaysConfig{Checkpoints: checks, Publisher: publisher, Leader: relayLeader(pool, db.transport),
-				OperationFeed: len(s.brokers) > 0}})
+				OperationFeed: len(s.brokers) > 0, Regressions: regressions.recorder}})
 		if err != nil {
 			return err
 		}

@@ -89,6 +89,10 @@ func (v *verifier) evidence(ctx context.Context, rec *eventstore.RecordedEvent, 
 		}
 		v.refusalFields(ev)
 		v.countRefusal(ev, 1)
+	case domain.LostEffectEscalated:
+		if ev.ExecutionID != "" {
+			v.emit(S2Decodable, nil, "a lost effect in an unattributed evidence stream opens execution %s of no operation", ev.ExecutionID)
+		}
 	case domain.RefusalsSummarized:
 		if legacy {
 			v.emit(S2Decodable, nil, "the unattributed stream of earlier builds holds only PresentationRejected, not %s", rec.Type)
@@ -96,7 +100,7 @@ func (v *verifier) evidence(ctx context.Context, rec *eventstore.RecordedEvent, 
 		}
 		v.summarized(ev, es.log)
 	default:
-		v.emit(S2Decodable, nil, "an unattributed evidence stream holds only PresentationRejected and RefusalsSummarized, not %s", rec.Type)
+		v.emit(S2Decodable, nil, "an unattributed evidence stream holds only PresentationRejected, RefusalsSummarized and LostEffectEscalated, not %s", rec.Type)
 	}
 	return nil
 }

@@ -196,3 +196,28 @@ func (v *verifier) moveTo(x *execRec, id domain.ExecutionID, to execState, at ti
 		v.becameUnknown(x, id, at)
 	}
 }
+
+// lostEffect opens the Escalated execution a LostEffectEscalated records:
+// an effect the executor made (or may have) for an execution the store
+// lost. It needs no capability (the claim it was made under is what was
+// lost), blocks a new execution as an Escalated one does, and only a
+// Reconciled ends it.
+func (v *verifier) lostEffect(ev domain.LostEffectEscalated) {
+	st := v.st
+	if ev.ExecutionID == "" {
+		v.emit(S2Decodable, nil, "a lost effect in an operation's stream opens no execution")
+		return
+	}
+	if ev.Outcome != domain.Completed && ev.Outcome != domain.Unknown {
+		v.emit(S2Decodable, nil, "a lost effect states outcome %q: only Completed or Unknown is escalated", ev.Outcome)
+	}
+	xk := v.hash.of(string(ev.ExecutionID))
+	if x := st.execs.get(xk); x != nil {
+		v.emit(S4ReferencesResolve, []int64{x.version}, "execution id %s is used a second time", ev.ExecutionID)
+		return
+	}
+	x := st.execs.put(xk, execRec{attempt: int32(ev.Attempt)})
+	x.id = ev.ExecutionID
+	st.lastAttempt = max(st.lastAttempt, ev.Attempt)
+	v.moveTo(x, ev.ExecutionID, exEscalated, ev.FoundAt)
+}

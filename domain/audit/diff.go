@@ -247,6 +247,15 @@ func (d *differ) ledgerEvent(rec *eventstore.RecordedEvent) error {
 	case domain.Escalated:
 		o.state(ev.ExecutionID, domain.ExecEscalated)
 		return nil
+	case domain.LostEffectEscalated:
+		// An effect the store lost, handed to a person: its execution is
+		// Escalated until a person's Reconciled says what it was.
+		o.state(ev.ExecutionID, domain.ExecEscalated)
+		if o.keys == nil {
+			o.keys = map[domain.ExecutionID]domain.IdempotencyKey{}
+		}
+		o.keys[ev.ExecutionID] = ev.IdempotencyKey
+		return nil
 	case domain.OutcomeRecorded:
 		exe, outcome, ref = ev.ExecutionID, ev.Outcome, ev.ProviderReference
 	case domain.LateOutcomeRecorded:

@@ -22,7 +22,7 @@ func diffReading(eventType string) diffRead {
 	switch eventType {
 	case domain.TypeOperationRequested, domain.TypeOutcomeRecorded, domain.TypeLateOutcomeRecorded, domain.TypeReconciled:
 		return diffReadsAlways // OperationRequested: to leave out operations that are not refunds
-	case domain.TypeClaimed, domain.TypeOutcomeUnknown, domain.TypeLeaseLapsed, domain.TypeEscalated:
+	case domain.TypeClaimed, domain.TypeOutcomeUnknown, domain.TypeLeaseLapsed, domain.TypeEscalated, domain.TypeLostEffectEscalated:
 		return diffReadsIfNamed
 	case domain.TypeDecided, domain.TypeCapabilityIssued, domain.TypeCapabilityRevoked, domain.TypeDeliveryDuplicated,
 		domain.TypePresentationRejected, domain.TypeLeaseRenewed, domain.TypeWriteRefused, domain.TypeRefusalsSummarized,

@@ -27,6 +27,13 @@ type Digester struct {
 	store eventstore.Store
 	tree  *logTree
 	last  eventstore.Position
+	// lastEvent names the last event the tree holds (its stream, version
+	// and id), so that the store can be asked whether it still holds it.
+	lastEvent eventRef
+	// watch, when positive, is a tree size whose root is kept in watched
+	// as the tree passes it (RootAt).
+	watch   uint64
+	watched []byte
 	// breaks counts events whose stored hash does not match their content;
 	// firstBreak describes the first.
 	breaks     int64
@@ -76,6 +83,7 @@ func (d *Digester) CatchUp(ctx context.Context, to eventstore.Position, maxEvent
 
 func (d *Digester) add(rec *eventstore.RecordedEvent, prep decodedEvent) {
 	d.last = rec.Position
+	d.lastEvent = eventRef{stream: rec.StreamID, version: rec.Version, id: rec.ID}
 	switch {
 	case prep.linkErr != nil:
 		d.broken(rec, fmt.Sprintf("its hash cannot be recomputed: %v", prep.linkErr))
@@ -85,6 +93,67 @@ func (d *Digester) add(rec *eventstore.RecordedEvent, prep decodedEvent) {
 	// A broken event still takes its place in the tree (as its content
 	// hashes now), so positions after it keep their indexes.
 	d.tree.append(prep.link.Hash)
+	if d.watch > 0 && d.tree.size() == d.watch {
+		d.watched = d.tree.root()
+	}
+}
+
+// eventRef names one event of the log.
+type eventRef struct {
+	stream  string
+	version int64
+	id      string
+}
+
+// Watch asks the digester to keep the root of its tree as the tree passes
+// size n (RootAt): what a digest signed before of n events must match.
+func (d *Digester) Watch(n uint64) {
+	d.watch, d.watched = n, nil
+	if n > 0 && d.tree.size() == n {
+		d.watched = d.tree.root()
+	}
+}
+
+// RootAt returns the root of the tree's first n events, kept when the tree
+// passed n after Watch(n) (false: it did not, or n was not watched).
+func (d *Digester) RootAt(n uint64) ([]byte, bool) {
+	if n == 0 || n != d.watch || d.watched == nil {
+		return nil, false
+	}
+	return d.watched, true
+}
+
+// ErrLogWentBack is wrapped by Digester.Check when the store no longer
+// holds the last event the tree holds: the log went back (a failover that
+// lost acknowledged writes) or was rewritten; the tree must be built again
+// from the log as it is.
+var ErrLogWentBack = errors.New("audit: the log no longer holds the last event the digest tree holds")
+
+// Check asks the store whether it still holds the last event the tree
+// holds, at its stream's version (one read). It returns an error wrapping
+// ErrLogWentBack when not, naming what is there instead.
+func (d *Digester) Check(ctx context.Context) error {
+	e := d.lastEvent
+	if e.id == "" {
+		return nil
+	}
+	page, err := d.store.ReadStream(ctx, e.stream, e.version, 1)
+	if err != nil {
+		return fmt.Errorf("digest: check the tree's last event: %w", err)
+	}
+	switch {
+	case len(page) == 0 || page[0].Version != e.version:
+		return fmt.Errorf("%w: %s ends before version %d (event %s, position %s)", ErrLogWentBack, e.stream, e.version, e.id, positionText(d.last))
+	case page[0].ID != e.id:
+		return fmt.Errorf("%w: %s holds event %s at version %d, not %s (position %s)", ErrLogWentBack, e.stream, page[0].ID, e.version, e.id, positionText(d.last))
+	}
+	return nil
+}
+
+// LastEvent names the last event the tree holds: its stream, version and
+// id ("" when none).
+func (d *Digester) LastEvent() (stream string, version int64, id string) {
+	return d.lastEvent.stream, d.lastEvent.version, d.lastEvent.id
 }
 
 func (d *Digester) broken(rec *eventstore.RecordedEvent, why string) {

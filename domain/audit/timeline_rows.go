@@ -106,6 +106,13 @@ func describe(e domain.Event) (TimelineRow, bool) {
 			Worker: ev.WorkerID, Detail: joinNonEmpty(d, ref(ev.ProviderReference), ev.Detail)}, true
 	case domain.RefusalsSummarized:
 		return summaryRow(ev), true
+	case domain.LostEffectEscalated:
+		d := fmt.Sprintf("an effect the store lost, found by %s: key %s, %s", ev.Source, ev.IdempotencyKey, ev.Outcome)
+		if ev.LostExecutionID != "" {
+			d += ", made for execution " + string(ev.LostExecutionID)
+		}
+		return TimelineRow{Time: ev.FoundAt, Execution: ev.ExecutionID, Outcome: string(domain.ExecEscalated), Reason: string(domain.ReasonEffectLost),
+			Detail: joinNonEmpty(d, ref(ev.ProviderReference), ev.Detail)}, true
 	case domain.LogRegressed:
 		return TimelineRow{Time: ev.NoticedAt, Actor: ev.Noticer, Outcome: "LogRegressed",
 			Detail: joinNonEmpty(fmt.Sprintf("%s saw version %d of %s, the store holds %d", ev.Cache, ev.SeenVersion, ev.Stream, ev.HeldVersion), ev.Detail)}, true

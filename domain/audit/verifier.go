@@ -211,6 +211,8 @@ func (v *verifier) applyEvent(rec *eventstore.RecordedEvent, e domain.Event) {
 		}
 	case domain.RefusalsSummarized:
 		v.summarized(ev, st.evidenceLog(v, domain.EvidenceStreamOf(v.op)))
+	case domain.LostEffectEscalated:
+		v.lostEffect(ev)
 	case domain.LogRegressed, domain.LogRegressionAcknowledged:
 		v.emit(S2Decodable, nil, "%s belongs in %s, never in an operation's stream", rec.Type, domain.RegressionStream)
 	default:

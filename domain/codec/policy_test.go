@@ -36,6 +36,10 @@ var newerThanTheFrozenReleases = map[string]string{
 	domain.TypeLogRegressed: "written only in " + domain.RegressionStream + ", which no earlier release's consumer decodes: " +
 		"the projector, the relays, audit verify and the log index read operation streams and " + domain.EvidenceStream + " only",
 	domain.TypeLogRegressionAcknowledged: "written only in " + domain.RegressionStream + ", as LogRegressed",
+	domain.TypeLostEffectEscalated: "written only after the store lost acknowledged writes (a failover to an asynchronous standby), " +
+		"to hand a person an effect no execution accounts for: a frozen release meeting it refuses the operation's stream " +
+		"as written by a newer build (it acts on nothing of the operation, which waits for a person anyway) and its projector " +
+		"sets the event aside; it never misreads it",
 }
 
 // frozenShapes are the JSON shapes of version 1 of every type, as the

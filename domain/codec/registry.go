@@ -46,6 +46,7 @@ var events = mustRegistry(
 	Event[domain.Escalated]("an Unknown execution handed to a person"),
 	Event[domain.WriteRefused]("an executor's refused write, kept as evidence; changes nothing"),
 	Event[domain.RefusalsSummarized]("refusals past the evidence bound in one window, counted (reasons, times, principals, samples); changes nothing, written to evidence streams only"),
+	Event[domain.LostEffectEscalated]("an effect the executor made (or may have) that no execution accounts for, the store having lost it: opens an Escalated execution for a person; in the unattributed stream when the operation is gone"),
 	Event[domain.LogRegressed]("a cache or cursor found the store holding less than it had seen (the log went back); in evidence-regressions"),
 	Event[domain.LogRegressionAcknowledged]("an operator saw the log regressions recorded so far; in evidence-regressions"),
 )

@@ -82,6 +82,9 @@ func change(e domain.Event) (Entry, mapping) {
 	case domain.LogRegressed, domain.LogRegressionAcknowledged:
 		// The regression stream's, never an operation's.
 		return Entry{}, ignored
+	case domain.LostEffectEscalated:
+		return Entry{State: StateEscalated, ExecutionID: ev.ExecutionID, Attempt: ev.Attempt, IdempotencyKey: ev.IdempotencyKey,
+			ProviderReference: ev.ProviderReference, Reason: string(domain.ReasonEffectLost), At: ev.FoundAt}, mapped
 	case domain.OutcomeRecorded:
 		return outcome(ev.Outcome, ev.ExecutionID, ev.ProviderReference, ev.RecordedAt), mapped
 	case domain.LateOutcomeRecorded:

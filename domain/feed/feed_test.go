@@ -3,6 +3,7 @@ package feed_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -258,4 +259,57 @@ func TestOutcomes(t *testing.T) {
 	require.Equal(t, domain.Completed, page.Entries[5].Outcome)
 	require.Equal(t, "re_7", page.Entries[5].ProviderReference)
 	require.Equal(t, domain.NotApplied, page.Entries[3].Outcome)
+}
+
+// failover is a store that a test switches to another (a standby that
+// lacked the last commits, promoted).
+type failover struct {
+	eventstore.Store
+}
+
+// regressionLog keeps what the reader told.
+type regressionLog struct {
+	mu   sync.Mutex
+	seen []eventstore.Regression
+}
+
+func (l *regressionLog) ObserveRegression(_ context.Context, r eventstore.Regression) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, r)
+}
+
+// A cached head is not trusted past a log that went back: after a failover
+// the operation was written again (another amount under the same id), and
+// its next event sits before the head the reader remembered. The reader
+// reads the head again, tells the observer, and the entry carries what the
+// store holds now.
+func TestHeadCacheNoticesALogThatWentBack(t *testing.T) {
+	t.Parallel()
+	primary := memory.New(func() time.Time { return t0 })
+	appendEvents(t, primary, "operation-OP-0", requested("OP-0", 1))
+	appendEvents(t, primary, "operation-OP-0", domain.OutcomeUnknown{ExecutionID: "EXE-0.1", Cause: "x", RecordedAt: t0})
+	appendEvents(t, primary, "operation-OP-1", requested("OP-1", 100))
+	s := &failover{Store: primary}
+	log := &regressionLog{}
+	r := newReader(t, s, func(c *feed.ReaderConfig) { c.Regressions = log })
+	page, err := r.Read(t.Context(), nil, 10)
+	require.NoError(t, err)
+	require.Len(t, page.Entries, 3)
+
+	standby := memory.New(func() time.Time { return t0 })
+	appendEvents(t, standby, "operation-OP-1", requested("OP-1", 200))
+	appendEvents(t, standby, "operation-OP-1", domain.OutcomeUnknown{ExecutionID: "EXE-1.1", Cause: "y", RecordedAt: t0})
+	s.Store = standby
+	first, err := standby.ReadAll(t.Context(), nil, 1)
+	require.NoError(t, err)
+	after, err := r.Read(t.Context(), first[0].Position, 10)
+	require.NoError(t, err)
+	require.Len(t, after.Entries, 1)
+	require.Equal(t, int64(200), after.Entries[0].AmountMinor, "the head as the store holds it now")
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	require.Len(t, log.seen, 1)
+	require.Equal(t, domain.CacheFeedHead, log.seen[0].Cache)
+	require.Equal(t, "operation-OP-1", log.seen[0].Stream)
 }

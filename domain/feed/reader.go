@@ -34,6 +34,11 @@ type ReaderConfig struct {
 	// HeadCache bounds the operations' heads kept in memory (default
 	// DefaultHeadCache).
 	HeadCache int
+	// Regressions is told when a cached head turns out older than the log
+	// (an event of its stream sits before it: the log went back and the
+	// stream was written again); the head is read again either way
+	// (default: nobody is told).
+	Regressions eventstore.RegressionObserver
 	// PollMin and PollMax bound the pause between empty reads while Wait
 	// waits (defaults 20ms, 250ms): a waiting reader reads the log at most
 	// 1/PollMin times a second, and sees a new entry within about PollMax.
@@ -200,8 +205,8 @@ func (r *Reader) Entries(ctx context.Context, recs []eventstore.RecordedEvent) (
 		var h Head
 		if req, ok := d.Event.(domain.OperationRequested); ok {
 			h = HeadOf(req)
-			r.heads.put(op, h)
-		} else if h, err = r.head(ctx, op); err != nil {
+			r.heads.put(headItem{op: op, head: h, at: rec.Position, eventID: rec.ID})
+		} else if h, err = r.headFor(ctx, op, rec); err != nil {
 			return nil, err
 		}
 		e, ok, err := NewEntry(rec, d, op, h)
@@ -215,11 +220,35 @@ func (r *Reader) Entries(ctx context.Context, recs []eventstore.RecordedEvent) (
 	return out, nil
 }
 
-// head returns op's head, from the cache or its stream's first event.
-func (r *Reader) head(ctx context.Context, op domain.OperationID) (Head, error) {
-	if h, ok := r.heads.get(op); ok {
-		return h, nil
+// headFor returns the head of op for its event rec: the cached one while
+// rec comes after it in the log, else its stream's first event, read again.
+func (r *Reader) headFor(ctx context.Context, op domain.OperationID, rec eventstore.RecordedEvent) (Head, error) {
+	cached, ok := r.heads.get(op)
+	if !ok {
+		return r.readHead(ctx, op)
 	}
+	if cached.at == nil || rec.Position == nil || rec.Position.Compare(cached.at) > 0 {
+		return cached.head, nil
+	}
+	r.heads.drop(op)
+	h, err := r.readHead(ctx, op)
+	if err != nil {
+		return Head{}, err
+	}
+	if r.cfg.Regressions != nil {
+		held, _ := r.heads.get(op)
+		r.cfg.Regressions.ObserveRegression(ctx, eventstore.Regression{
+			Cache: domain.CacheFeedHead, Stream: op.StreamName(), SeenVersion: 0, SeenEventID: cached.eventID,
+			HeldVersion: rec.Version, HeldEventID: held.eventID, SeenPosition: cached.at.String(), HeldPosition: rec.Position.String(),
+			Detail: fmt.Sprintf("event %s (version %d) sits at %s, before the operation's first event as the feed remembered it: the log went back; the first event was read again",
+				rec.ID, rec.Version, rec.Position),
+		})
+	}
+	return h, nil
+}
+
+// readHead reads op's head from its stream's first event, and caches it.
+func (r *Reader) readHead(ctx context.Context, op domain.OperationID) (Head, error) {
 	first, err := r.cfg.Store.ReadStream(ctx, op.StreamName(), 0, 1)
 	if err != nil {
 		return Head{}, fmt.Errorf("feed: read head of %s: %w", op, err)
@@ -236,6 +265,6 @@ func (r *Reader) head(ctx context.Context, op domain.OperationID) (Head, error) 
 		return Head{}, fmt.Errorf("%w: %s opens with %s", ErrNoHead, op.StreamName(), first[0].Type)
 	}
 	h := HeadOf(req)
-	r.heads.put(op, h)
+	r.heads.put(headItem{op: op, head: h, at: first[0].Position, eventID: first[0].ID})
 	return h, nil
 }

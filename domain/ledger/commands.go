@@ -179,11 +179,40 @@ func (h *Handler) claimUnattributed(ctx context.Context, op domain.OperationID, 
 // operation (an unknown operation, a forged or malformed capability) to
 // domain.EvidenceStream. It is never dropped: a failure is returned.
 func (h *Handler) RecordUnattributed(ctx context.Context, ev domain.PresentationRejected, by Cause) error {
+	return h.recordUnattributed(ctx, ev, by)
+}
+
+// recordUnattributed appends ev to the unattributed evidence stream.
+func (h *Handler) recordUnattributed(ctx context.Context, ev domain.Event, by Cause) error {
 	_, err := h.appendEvents(ctx, domain.EvidenceStream, eventstore.Any(), "", by, h.cfg.Clock.Now(), []domain.Event{ev})
 	if err != nil {
 		return fmt.Errorf("record evidence: %w", err)
 	}
 	return nil
+}
+
+// EscalateLostEffect records an effect the executor made, or may have
+// made, that the ledger may not account for (see
+// domain.Operation.EscalateLostEffect): in op's stream, opening an
+// Escalated execution for a person, unless an execution accounts for it
+// already; when op does not exist, as evidence in the unattributed
+// evidence stream (never dropped). It reports whether it recorded an
+// escalation (false: accounted for, or nothing was made).
+func (h *Handler) EscalateLostEffect(ctx context.Context, op domain.OperationID, cmd domain.EscalateLostEffect, by Cause) (bool, error) {
+	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return s.EscalateLostEffect(cmd, now)
+	})
+	var refusal *domain.Refusal
+	if errors.As(err, &refusal) && refusal.Reason == domain.ReasonOperationUnknown {
+		if cmd.Outcome == domain.NotApplied {
+			return false, nil
+		}
+		if err := h.recordUnattributed(ctx, domain.LostEffectEvidence(op, cmd, h.cfg.Clock.Now()), by); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	return len(events) > 0, err
 }
 
 // RenewLease extends the lease under its epoch, by the holder of its secret;

@@ -153,6 +153,10 @@ func (h *Handler) Clock() clock.Clock { return h.cfg.Clock }
 // Store returns the handler's store.
 func (h *Handler) Store() eventstore.Store { return h.cfg.Store }
 
+// Regressions returns what the handler tells of a log that went back, for
+// the other caches of the same process to tell it too.
+func (h *Handler) Regressions() eventstore.RegressionObserver { return h.cfg.Regressions }
+
 // Cause says who and what caused a command; it becomes the events' metadata.
 type Cause struct {
 	Actor         string

@@ -177,6 +177,8 @@ func (x *LogIndex) apply(op domain.OperationID, e domain.Event) bool {
 		domain.DeliveryDuplicated, domain.PresentationRejected, domain.WriteRefused, domain.RefusalsSummarized,
 		domain.LogRegressed, domain.LogRegressionAcknowledged:
 		// Nothing about an open execution's lease or state.
+	case domain.LostEffectEscalated:
+		// Opens an Escalated execution: a person's queue, not the reconciler's.
 	default:
 		return false
 	}

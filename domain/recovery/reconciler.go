@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"opledger/domain"
+	"opledger/domain/audit"
 	"opledger/domain/clock"
 	"opledger/domain/ledger"
 	"opledger/domain/setaside"
@@ -67,6 +68,13 @@ type ReconcilerConfig struct {
 	// returns is called with the round's steps and error (serve's
 	// metrics). Both must be quick.
 	OnRound func(ctx context.Context) (context.Context, func(steps []Step, err error))
+	// Export, when set, reads the provider's export as audit provider-diff
+	// reads it: the lost-effect check (lost_effects.go) checks its effects
+	// against the ledger every ExportEvery (default DefaultExportEvery), and
+	// at once after a log regression. Without it the check asks the
+	// provider only about the operations a regression named.
+	Export      func(ctx context.Context) (audit.ProviderExport, error)
+	ExportEvery time.Duration
 }
 
 // Verdict names what one reconciliation step did.
@@ -121,6 +129,7 @@ const (
 // escalated; in progress: inconclusive).
 type Reconciler struct {
 	cfg          ReconcilerConfig
+	lost         *lostEffects
 	items        *items
 	walk         walker
 	inconclusive map[domain.ExecutionID]int // bounded: entries leave on resolution, map reset past 10,000
@@ -150,6 +159,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	cfg.ResendMargin = cmp.Or(cfg.ResendMargin, time.Hour)
 	cfg.MaxInconclusive = cmp.Or(cfg.MaxInconclusive, 5)
 	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 15*time.Second)
+	cfg.ExportEvery = cmp.Or(cfg.ExportEvery, DefaultExportEvery)
 	if cfg.BatchSize < 1 || cfg.BatchSize > setaside.MaxHeldBatch || cfg.Interval <= 0 || cfg.MaxInconclusive < 1 {
 		return nil, fmt.Errorf("reconciler: config: BatchSize must be 1..%d, Interval and MaxInconclusive positive", setaside.MaxHeldBatch)
 	}
@@ -157,7 +167,9 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{cfg: cfg, items: items, walk: walker{batch: cfg.BatchSize}, inconclusive: map[domain.ExecutionID]int{}}, nil
+	r := &Reconciler{cfg: cfg, items: items, walk: walker{batch: cfg.BatchSize}, inconclusive: map[domain.ExecutionID]int{}}
+	r.lost = newLostEffects(r)
+	return r, nil
 }
 
 // Step is one execution's reconciliation.
@@ -195,6 +207,11 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) ([]Step, error) {
 		return nil
 	})
 	r.walk.commit(cands, handled, end)
+	if err != nil {
+		return steps, fmt.Errorf("reconcile: %w", err)
+	}
+	lost, err := r.lost.round(ctx)
+	steps = append(steps, lost...)
 	if err != nil {
 		return steps, fmt.Errorf("reconcile: %w", err)
 	}

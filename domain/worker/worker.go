@@ -25,6 +25,13 @@ type Ledger interface {
 	RenewLease(ctx context.Context, op domain.OperationID, cmd domain.RenewLease, by ledger.Cause) (domain.LeaseRenewed, error)
 	RecordOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordOutcome, by ledger.Cause) error
 	RecordLateOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordLateOutcome, by ledger.Cause) error
+	// EscalateLostEffect records the executor's answer for an execution
+	// the store no longer knows (it lost the claim: a failover that lost
+	// acknowledged writes): an Escalated execution in the operation's
+	// stream, or evidence in the unattributed stream when the operation is
+	// gone; nothing when an execution accounts for it already. It reports
+	// whether an escalation was recorded.
+	EscalateLostEffect(ctx context.Context, op domain.OperationID, cmd domain.EscalateLostEffect, by ledger.Cause) (bool, error)
 }
 
 // Delivery is one transport message. It carries identifiers only: amounts and
@@ -46,9 +53,11 @@ type Result struct {
 	Executed  bool           // a provider call was made (not when the lease expired first)
 	Outcome   domain.Outcome // the provider call's classified outcome (NotApplied when the lease expired first)
 	Reference string
-	// Recorded is how the outcome entered the ledger: "outcome", "late-outcome",
-	// or "" when it could not be recorded (the lease will lapse and
-	// reconciliation will ask the provider).
+	// Recorded is how the outcome entered the ledger: "outcome",
+	// "late-outcome", "lost-effect" (the store no longer knew the
+	// execution: the answer is escalated to a person, or an execution
+	// already accounts for it), or "" when it could not be recorded (the
+	// lease will lapse and reconciliation will ask the provider).
 	Recorded string
 }
 
@@ -190,7 +199,7 @@ func (w *Worker) Handle(ctx context.Context, d Delivery) (Result, error) {
 	if w.cfg.Abandon != nil {
 		defer context.AfterFunc(w.cfg.Abandon, cancelRecord)()
 	}
-	res.Recorded = w.record(recordCtx, held{op: d.OperationID, c: c, secret: claim.LeaseSecret, lost: lost, expires: expires}, result, log)
+	res.Recorded = w.record(recordCtx, held{op: d.OperationID, c: c, state: claim.Operation, secret: claim.LeaseSecret, lost: lost, expires: expires}, result, log)
 	return res, nil
 }
 
@@ -234,6 +243,7 @@ func (w *Worker) execute(ctx context.Context, op *domain.Operation, c *domain.Cl
 type held struct {
 	op      domain.OperationID
 	c       *domain.Claimed
+	state   *domain.Operation // the operation as the claim left it
 	secret  string
 	lost    bool
 	expires time.Time
@@ -253,6 +263,9 @@ func (w *Worker) record(ctx context.Context, l held, r domain.RefundResult, log 
 		return "outcome"
 	}
 	var refusal *domain.Refusal
+	if errors.As(err, &refusal) && (refusal.Reason == domain.ReasonExecutionUnknown || refusal.Reason == domain.ReasonOperationUnknown) {
+		return w.recordLost(ctx, l, r, by, refusal, log)
+	}
 	if !errors.As(err, &refusal) || refusal.Reason != domain.ReasonLeaseLost {
 		msg := "outcome not recorded; the lease will lapse and reconciliation will ask the provider"
 		if w.abandoned() {
@@ -280,6 +293,44 @@ func (w *Worker) record(ctx context.Context, l held, r domain.RefundResult, log 
 
 // abandoned reports whether Abandon ended.
 func (w *Worker) abandoned() bool { return w.cfg.Abandon != nil && w.cfg.Abandon.Err() != nil }
+
+// recordLost handles the answer to an execution the store no longer knows:
+// its claim (or its whole operation) was lost, so no lease will lapse and
+// no reconciliation will ask the provider about it. An effect the executor
+// made, or may have made, is escalated to a person (an Escalated execution
+// in the operation's stream, or evidence in the unattributed stream when
+// the operation is gone); an answer that nothing was made needs no one.
+func (w *Worker) recordLost(ctx context.Context, l held, r domain.RefundResult, by ledger.Cause, refusal *domain.Refusal, log *slog.Logger) string {
+	log = log.With("lease_epoch", l.c.LeaseEpoch, "idempotency_key", l.c.IdempotencyKey, "refusal", refusal.Reason)
+	if r.Outcome == domain.NotApplied {
+		log.WarnContext(ctx, "the store no longer knows this execution (it lost the claim); the executor made nothing: nothing to escalate")
+		return ""
+	}
+	cmd := domain.EscalateLostEffect{
+		LostExecutionID: l.c.ExecutionID, IdempotencyKey: l.c.IdempotencyKey, ProviderReference: r.ProviderReference,
+		Outcome: r.Outcome, Source: domain.LostEffectByWorker, Detail: r.Detail,
+	}
+	if s := l.state; s != nil {
+		cmd.AmountMinor, cmd.Currency, cmd.ExportID = s.AmountMinor, s.Currency, s.ExportID
+	}
+	var escalated bool
+	err := w.retry(ctx, func() error {
+		var err error
+		escalated, err = w.cfg.Ledger.EscalateLostEffect(ctx, l.op, cmd, by)
+		return err
+	})
+	if err != nil {
+		log.ErrorContext(ctx, "LOST EXECUTION: the store no longer knows this execution and its executor's answer could not be recorded; "+
+			"the lost-effect check escalates the effect when it finds it at the executor", "err", err)
+		return ""
+	}
+	if escalated {
+		log.ErrorContext(ctx, "LOST EXECUTION: the store no longer knows this execution (it lost the claim); the executor's answer is escalated to a person")
+	} else {
+		log.WarnContext(ctx, "the store no longer knows this execution (it lost the claim); another execution accounts for the effect")
+	}
+	return "lost-effect"
+}
 
 // errLeaseExpired is wrapped when recording stopped because the lease expired
 // while the store could not be written.

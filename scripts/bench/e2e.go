@@ -33,7 +33,7 @@ import (
 func init() {
 	groups = append(groups, group{
 		title: "end to end",
-		names: []string{"e2e_pgqueue", "e2e_kafka", "statements_per_refund_pgqueue", "commits_per_refund_pgqueue", "e2e_pgqueue_vs_river", "e2e_kafka_vs_river"},
+		names: []string{"e2e_pgqueue", "e2e_kafka", "statements_per_refund_pgqueue", "commits_per_refund_pgqueue", "e2e_pgqueue_vs_river", "e2e_kafka_vs_river", "e2e_alone_vs_river"},
 		run:   runEndToEnd,
 	})
 }
@@ -462,6 +462,9 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 		f.note = fmt.Sprintf("backlog of %d refunds per sample, %d in flight, zero-latency provider simulator over HTTP (a process started fresh for each sample)", s.backlog, e2eConcurrency)
 		emit(f)
 		emit(vsRiver("e2e_pgqueue_vs_river", ours, all[2]))
+		alone := rateFigure("e2e_alone_vs_river", "refunds/s", "River jobs/s", "", base, all[2])
+		alone.note = "the part the transport does not hold: the worker alone (no relay, no queue: the ledger's cold read, two appends, the call) beside River, same samples"
+		emit(alone)
 		st := rateFigure("statements_per_refund_pgqueue", "statements", "worker alone", "value <= 4", stmts, baseStmts)
 		st.note = "every statement the worker, the queue and the relay sent while the backlog drained, per refund"
 		emit(st)

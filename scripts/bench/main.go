@@ -62,7 +62,7 @@ type figure struct {
 func main() {
 	var s settings
 	flag.StringVar(&s.url, "database-url", os.Getenv("DATABASE_URL"), "the bench database [DATABASE_URL]")
-	flag.BoolVar(&s.quick, "quick", false, "small sizes and short samples (about 3 minutes)")
+	flag.BoolVar(&s.quick, "quick", false, "small sizes and short samples (about 5 minutes)")
 	flag.IntVar(&s.rounds, "rounds", 5, "samples per figure and per baseline (at least 5)")
 	flag.StringVar(&s.pgbench, "pgbench", "pgbench", "the pgbench binary")
 	only := flag.String("only", "", "comma-separated figure name prefixes to run (default: all)")

@@ -51,6 +51,7 @@ func writeReport(path string, s *settings, m machine, figures []figure, elapsed 
 		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s | %s |\n", f.Figure, number(f.Value), f.Unit, base, ratio,
 			escape(f.Goal), f.met, f.spread)
 	}
+	writePeers(&b, figures)
 	var notes []string
 	for _, f := range figures {
 		if f.note != "" && f.Unit != "error" {
@@ -62,6 +63,51 @@ func writeReport(path string, s *settings, m machine, figures []figure, elapsed 
 	}
 	fmt.Fprintf(&b, "\nWhat the figures mean, where the time goes and how a deployment grows past one PostgreSQL:\n[docs/scaling.md](docs/scaling.md).\n")
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// peerFigures are the figures that set opledger beside a system a team
+// would pick instead, in the order BENCHMARKS.md lists them, with the part
+// that stands in the way of each goal measured in the same run.
+var peerFigures = []struct{ name, work, part string }{
+	{"append_1ev_c1_vs_messagedb", "append 1 event at the expected version, 1 client", "append_part_messagedb beside append_part_*"},
+	{"append_1ev_c16_vs_messagedb", "the same, 16 clients, a stream (and a category) each", ""},
+	{"e2e_pgqueue_vs_river", "one refund end to end on the Postgres queue", "e2e_alone_vs_river"},
+	{"e2e_kafka_vs_river", "one refund end to end on Kafka (kfake)", "e2e_alone_vs_river"},
+}
+
+// writePeers writes the table of opledger beside its peers (the figures
+// of peerFigures that ran), each peer's guarantees in the notes.
+func writePeers(b *strings.Builder, figures []figure) {
+	byName := map[string]figure{}
+	for _, f := range figures {
+		byName[f.Figure] = f
+	}
+	var rows []string
+	for _, p := range peerFigures {
+		f, ok := byName[p.name]
+		if !ok {
+			continue
+		}
+		if f.Unit == "error" {
+			rows = append(rows, fmt.Sprintf("| %s | error: %s | | | | |", p.work, escape(f.note)))
+			continue
+		}
+		part := p.part
+		if part == "" {
+			part = "—"
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s %s | %s: %s | %.3f | %s %s | %s |", p.work, number(f.Value), f.Unit, f.Baseline,
+			number(f.BaselineValue), f.Ratio, escape(f.Goal), f.met, part))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Beside the peers\n\n")
+	fmt.Fprintf(b, "The same run's samples, interleaved with opledger's; what each peer does and does not guarantee is in the notes\n")
+	fmt.Fprintf(b, "below its figure (docs/scaling.md, \"Beside the peers\", reads them).\n\n")
+	fmt.Fprintf(b, "| work | opledger | peer | opledger ÷ peer | goal, met | the part that stands in the way |\n")
+	fmt.Fprintf(b, "| --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(b, "%s\n", strings.Join(rows, "\n"))
 }
 
 func number(x float64) string {

@@ -107,6 +107,10 @@ func unversioned() []domain.Event {
 			Outcome: domain.Completed, ProviderReference: "re_sim00000001", Detail: "late 200\\x00", RefusedAt: at(15 * time.Second),
 			WorkerID: "worker-a", SecretCheck: domain.SecretWrong, Field: "detail", RefusalDetail: "detail: control character U+0000",
 			Escaped: []string{"detail"}},
+		domain.LostEffectEscalated{OperationID: "OP-4471", ExecutionID: "EXE-4471.2", LostExecutionID: "EXE-4471.1", Attempt: 1,
+			IdempotencyKey: "refund-OP-4471-a1", ProviderReference: "re_sim00000001", Outcome: domain.Completed, AmountMinor: 12000,
+			Currency: "EUR", ExportID: "EXP-7781", Source: domain.LostEffectByWorker, Detail: "200, recorded by no execution the store holds",
+			FoundAt: at(18 * time.Second)},
 	}
 }
 

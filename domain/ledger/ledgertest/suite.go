@@ -60,6 +60,8 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ShortenedStreamConflict", func(t *testing.T) { t.Parallel(); shortenedStreamConflict(t, b) })
 	t.Run("CreateAfterRollbackWrittenAgain", func(t *testing.T) { t.Parallel(); createAfterRollback(t, b) })
 	t.Run("RewrittenStreamNoticed", func(t *testing.T) { t.Parallel(); rewrittenStreamNoticed(t, b) })
+	t.Run("WorkerKeepsTheLostEffect", func(t *testing.T) { t.Parallel(); workerKeepsTheLostEffect(t, b) })
+	t.Run("LostOperationIsEvidence", func(t *testing.T) { t.Parallel(); lostOperationIsEvidence(t, b) })
 }
 
 // Harness is one operation's world: a store, a clock and a handler.

@@ -11,9 +11,9 @@
 // fresh for that sample, as it does for opledger's end-to-end samples.
 //
 // What River guarantees here: a job is inserted durably, handed to one
-// worker at a time (FOR UPDATE SKIP LOCKED), retried after an error or a
-// crash (a job running when its process died is rescued after
-// RescueStuckJobsAfter and runs again), and marked completed; completions
+// worker at a time (FOR UPDATE SKIP LOCKED) until its rescue deadline
+// (RescueStuckJobsAfter: then it is handed out again, the first run or
+// not), retried after an error or a crash, and marked completed; completions
 // are batched. What it does not: nothing is recorded before the provider
 // call (a crash after the call and before completion calls again, and only
 // the provider's idempotency key keeps that from a second refund), there is

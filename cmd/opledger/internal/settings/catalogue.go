@@ -136,6 +136,8 @@ var (
 		}}
 	ExportDeliveryURL = &Setting{Flag: "export-delivery-url", Env: "EXPORT_DELIVERY_URL", Arg: "URL",
 		Help: "the export-delivery service's base URL, for export downloads (provider-sim serves one beside the provider); empty: none"}
+	ProviderExport = &Setting{Flag: "provider-export", Env: "OPLEDGER_PROVIDER_EXPORT", Arg: "URL|FILE", DefaultDoc: "none",
+		Help: "the provider's export as audit provider-diff reads it (an http(s) URL, e.g. provider-sim's /_sim/ledger/export, or a file a job refreshes; at most 64 MiB): serve's reconciler checks its refunds against the ledger every 5 minutes and after a log regression, and escalates those the ledger lost"}
 	// TestClock and Dev are flags only: neither may be switched on by an
 	// environment left over from a test.
 	TestClock = &Setting{Flag: "test-clock", Bool: true,
@@ -211,7 +213,7 @@ var All = []*Setting{
 	ProviderURL, ProviderProfile, ProviderProfileFile,
 	Listen, TokensFile, SigningKeys, SigningKeyFile, TLSCert, TLSKey, RateLimit, RateBurst,
 	RoleBackoff, RoleMaxFailures, Disable, Console, ConsoleKey, ConsoleSecureCookies, ConsoleSessionTTL,
-	SweepInterval, ReconcileInterval, ShutdownTimeout, EnableKinds, ExportDeliveryURL, TestClock, Dev,
+	SweepInterval, ReconcileInterval, ShutdownTimeout, EnableKinds, ExportDeliveryURL, ProviderExport, TestClock, Dev,
 	WorkerID, WorkerConcurrency, WorkerRelay,
 	RequireSyncReplication, ReplicationCheckInterval,
 	ProviderSimListen,

@@ -1,0 +1,143 @@
+package recovery_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"opledger/adapters/provider"
+	"opledger/domain"
+	"opledger/domain/audit"
+	"opledger/domain/codec"
+	"opledger/domain/ledger"
+	"opledger/domain/recovery"
+	"opledger/domain/regression"
+	"opledger/eventstore"
+	"opledger/eventstore/memory"
+)
+
+// loseClaim plays what a failover to an asynchronous standby does to op: a
+// worker claimed it and the provider made the refund under the claim's key,
+// then the store lost the claim (its stream ends at the capability again)
+// and the handler's cache noticed (a LogRegressed naming the execution).
+// It returns the refund's reference.
+func (f *fixture) loseClaim(op domain.OperationID) string {
+	f.t.Helper()
+	c := f.executing(op)
+	res := f.client.CreateRefund(f.ctx, domain.RefundRequest{OperationID: op, OrderID: "ORD-" + string(op), AmountMinor: 12_000,
+		Currency: "EUR", IdempotencyKey: c.IdempotencyKey})
+	require.Equal(f.t, domain.Completed, res.Outcome)
+	m := f.store.Store.(*memory.Store)
+	m.LoseLast(1) // the claim, the log's latest event
+	rec, err := regression.NewRecorder(regression.RecorderConfig{Store: f.store, Noticer: "worker-a", Clock: f.clock, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(f.t, err)
+	rec.ObserveRegression(f.ctx, eventstore.Regression{Cache: domain.CacheWorker, Stream: op.StreamName(), SeenVersion: 3, HeldVersion: 2,
+		Context: []domain.SeenExecution{{ExecutionID: c.ExecutionID, IdempotencyKey: c.IdempotencyKey, State: domain.ExecExecuting}}})
+	return res.ProviderReference
+}
+
+// TestLostEffectEscalatedAfterARegression: the refund the provider made for
+// a claim the store lost is found by the reconciler's lost-effect check —
+// after the regression, with the read it has (a lookup by our reference,
+// or by the key the cache knew) — and escalated to a person with the
+// provider's reference, once; no lease would ever lapse for it.
+func TestLostEffectEscalatedAfterARegression(t *testing.T) {
+	for _, p := range []domain.ProviderProfile{provider.StripeV1, provider.Meridian} {
+		t.Run(p.Name, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{profile: p})
+			ref := f.loseClaim("OP-LOST-1")
+			r := f.reconciler(nil)
+			steps, err := r.ReconcileOnce(f.ctx)
+			require.NoError(t, err)
+			require.Len(t, steps, 1)
+			require.Equal(t, recovery.VerdictLostEffect, steps[0].Verdict)
+			require.Contains(t, steps[0].Detail, ref)
+			s := f.state("OP-LOST-1")
+			require.Equal(t, domain.OpEscalated, s.Status())
+			x := s.CurrentExecution()
+			require.Equal(t, ref, x.ProviderReference)
+			require.Equal(t, domain.IdempotencyKey("refund-OP-LOST-1-a1"), x.IdempotencyKey)
+
+			steps, err = r.ReconcileOnce(f.ctx)
+			require.NoError(t, err)
+			require.Empty(t, steps, "escalated once")
+			require.Len(t, f.state("OP-LOST-1").Executions, 1)
+		})
+	}
+}
+
+// TestLostEffectOfALostOperation: the store lost the whole operation; the
+// refund the provider made is evidence in the unattributed stream.
+func TestLostEffectOfALostOperation(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	c := f.executing("OP-GONE-1")
+	res := f.client.CreateRefund(f.ctx, domain.RefundRequest{OperationID: "OP-GONE-1", OrderID: "ORD-OP-GONE-1", AmountMinor: 12_000,
+		Currency: "EUR", IdempotencyKey: c.IdempotencyKey})
+	f.store.Store.(*memory.Store).LoseLast(4) // the whole operation
+	rec, err := regression.NewRecorder(regression.RecorderConfig{Store: f.store, Noticer: "serve", Clock: f.clock, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	rec.ObserveRegression(f.ctx, eventstore.Regression{Cache: domain.CacheState, Stream: "operation-OP-GONE-1", SeenVersion: 3,
+		HeldVersion: eventstore.NoStreamVersion, Context: []domain.SeenExecution{{ExecutionID: c.ExecutionID, IdempotencyKey: c.IdempotencyKey}}})
+
+	steps, err := f.reconciler(nil).ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Len(t, steps, 1)
+	events, err := f.store.ReadStream(f.ctx, domain.EvidenceStream, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	d, err := codec.DecodeRecorded(events[0])
+	require.NoError(t, err)
+	ev := d.Event.(domain.LostEffectEscalated)
+	require.Equal(t, res.ProviderReference, ev.ProviderReference)
+	require.Equal(t, domain.LostEffectByLookup, ev.Source)
+}
+
+// TestLostEffectFoundInTheExport: with no regression recorded (every
+// process that remembered the claim restarted), the scheduled read of the
+// provider's export finds the refund no execution accounts for; refunds
+// the ledger accounts for are not escalated, and the export is read again
+// only when due.
+func TestLostEffectFoundInTheExport(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	ok := f.executing("OP-KEPT-1")
+	kept := f.client.CreateRefund(f.ctx, domain.RefundRequest{OperationID: "OP-KEPT-1", OrderID: "ORD-OP-KEPT-1", AmountMinor: 12_000,
+		Currency: "EUR", IdempotencyKey: ok.IdempotencyKey})
+	require.NoError(t, f.h.RecordOutcome(f.ctx, "OP-KEPT-1", domain.RecordOutcome{ExecutionID: ok.ExecutionID, LeaseEpoch: 1,
+		LeaseSecret: f.secrets[ok.ExecutionID], Outcome: domain.Completed, ProviderReference: kept.ProviderReference}, ledger.Cause{Actor: "worker-a"}))
+	c := f.executing("OP-LOST-2")
+	lost := f.client.CreateRefund(f.ctx, domain.RefundRequest{OperationID: "OP-LOST-2", OrderID: "ORD-OP-LOST-2", AmountMinor: 12_000,
+		Currency: "EUR", IdempotencyKey: c.IdempotencyKey})
+	f.store.Store.(*memory.Store).LoseLast(1)
+
+	reads := 0
+	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
+		cfg.ExportEvery = time.Hour
+		cfg.Export = func(context.Context) (audit.ProviderExport, error) {
+			reads++
+			var b bytes.Buffer
+			if err := f.sim.WriteLedgerExport(&b); err != nil {
+				return nil, err
+			}
+			return provider.ExportReader(f.profile.Name, &b)
+		}
+	})
+	steps, err := r.ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Len(t, steps, 1, "%v", steps)
+	require.Equal(t, recovery.VerdictLostEffect, steps[0].Verdict)
+	require.Equal(t, lost.ProviderReference, f.state("OP-LOST-2").CurrentExecution().ProviderReference)
+	require.Equal(t, domain.OpCompleted, f.state("OP-KEPT-1").Status(), "accounted for: not escalated")
+
+	steps, err = r.ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, steps)
+	require.Equal(t, 1, reads, "read again only when due")
+	f.clock.Advance(time.Hour)
+	_, err = r.ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, reads)
+}
