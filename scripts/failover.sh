@@ -264,7 +264,7 @@ EOF
   # --- the agent: refunds through the API, every acknowledgement recorded ---
   : >"$d/acks"
   drive() {
-    local i=0 t0 next op dec key code body sent
+    local i=0 t0 next op dec key code body sent wait_ms
     t0=$(now_ms)
     while [ $(( $(now_ms) - t0 )) -lt $(( load_s * 1000 )) ]; do
       i=$(( i + 1 )) key="fo-$mode-$$-$i" op="" dec=""
@@ -301,7 +301,8 @@ EOF
         fi
       done
       next=$(( t0 + i * 1000 / ops_per_s ))
-      [ "$(now_ms)" -lt $next ] && sleep "$(secs $(( next - $(now_ms) )))"
+      wait_ms=$(( next - $(now_ms) ))
+      [ "$wait_ms" -gt 0 ] && sleep "$(secs "$wait_ms")"
     done
   }
   local load_t0 driver
