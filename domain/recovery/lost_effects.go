@@ -392,6 +392,9 @@ func (l *lostEffects) scanExport(ctx context.Context) ([]Step, error) {
 // the effect only while it is: past the executor's key retention the same
 // key makes a new effect, and the execution may complete with that one.
 func (l *lostEffects) settled(ctx context.Context, op domain.OperationID, rec audit.ProviderRecord) bool {
+	if l.escalated[rec.Reference] {
+		return true // escalated by this check (its operation may be gone)
+	}
 	state, err := l.r.cfg.Ledger.Load(ctx, op)
 	if err != nil {
 		return false
