@@ -253,7 +253,9 @@ func (n *noticing) flush(ctx context.Context) {
 
 // beforeAgentRead: when the API's state cache is ahead of the stream (a
 // lossy failover took what it remembers), the read about to be made must
-// notice; it returns what to check after the read (nil: nothing).
+// notice it, in the state cache itself (the head cache noticing too does
+// not make the handler drop its state); it returns what to check after
+// the read (nil: nothing).
 func (w *World) beforeAgentRead(op domain.OperationID) func(err error) {
 	if len(w.cuts) == 0 {
 		return nil
@@ -268,7 +270,7 @@ func (w *World) beforeAgentRead(op domain.OperationID) func(err error) {
 			return // a read that failed saw nothing
 		}
 		for _, n := range w.obs.notices[before:] {
-			if n.proc == w.apiProc.name && n.stream == op.StreamName() {
+			if n.proc == w.apiProc.name && n.cache == domain.CacheState && n.stream == op.StreamName() {
 				return
 			}
 		}
