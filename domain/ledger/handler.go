@@ -19,6 +19,7 @@ import (
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/codec"
+	"opledger/domain/simbug"
 	"opledger/eventstore"
 )
 
@@ -447,6 +448,9 @@ func (h *Handler) catchUp(ctx context.Context, stream string, f *folding) error 
 			return fmt.Errorf("load %s: %w", stream, err)
 		}
 		if anchored {
+			if len(page) == 0 && simbug.On(simbug.StateCacheTrustsShorterStream) {
+				return nil // planted: a stream shorter than the cache reads as "nothing new"
+			}
 			if len(page) == 0 || page[0].Version != f.state.Version || page[0].ID != f.lastID {
 				return newRegressionError(stream, f, page)
 			}

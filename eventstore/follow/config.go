@@ -68,6 +68,9 @@ type Config[T any] struct {
 	Regressions     eventstore.RegressionObserver
 	RegressionCache string
 	RegressionCheck time.Duration
+	// markSpacing spaces the remembered marks (defaultMarkSpacing; the
+	// tests set it).
+	markSpacing time.Duration
 	// Now stamps Status.Since (default time.Now).
 	Now func() time.Time
 	// Logger (default slog.Default()); the follower adds nothing to it, so
@@ -84,6 +87,7 @@ func (c *Config[T]) setDefaults() {
 	c.FailureBackoff = cmp.Or(c.FailureBackoff, 100*time.Millisecond)
 	c.RegressionCheck = cmp.Or(c.RegressionCheck, DefaultRegressionCheck)
 	c.RegressionCache = cmp.Or(c.RegressionCache, c.Name)
+	c.markSpacing = cmp.Or(c.markSpacing, defaultMarkSpacing)
 	c.MaxFailureBackoff = cmp.Or(c.MaxFailureBackoff, 30*c.FailureBackoff)
 	if c.Leader == nil {
 		c.Leader = soleLeader{}

@@ -2,10 +2,6 @@ package follow
 
 import "time"
 
-// SetMarkSpacing sets the least time between remembered marks until the
-// test ends (restore with the returned function).
-func SetMarkSpacing(d time.Duration) (restore func()) {
-	old := markSpacing
-	markSpacing = d
-	return func() { markSpacing = old }
-}
+// SetMarkSpacing sets the least time between the marks c's follower
+// remembers (regression.go).
+func SetMarkSpacing[T any](c *Config[T], d time.Duration) { c.markSpacing = d }

@@ -15,6 +15,10 @@ import (
 // (run one at a time).
 type Follower[T any] struct {
 	cfg Config[T]
+	// marks are handled events to check the log against and rewind to
+	// (regression.go), kept across spells of leadership: a failover
+	// usually takes the leadership with it. Only Run's goroutine uses them.
+	marks marks
 
 	mu     sync.Mutex
 	status Status
@@ -134,9 +138,8 @@ type leading[T any] struct {
 	backoff   time.Duration       // the next outage's pause
 	failures  int                 // consecutive outages
 	lastCheck time.Time           // the lock was last found held (real time)
-	// marks are handled events to check the log against and rewind to
-	// (regression.go); lastRegressionCheck is the last check (real time).
-	marks               marks
+	// lastRegressionCheck is the last regression check (real time; zero:
+	// check before the first read).
 	lastRegressionCheck time.Time
 }
 
@@ -188,7 +191,7 @@ func (l *leading[T]) handle(ctx context.Context, b Batch[T]) error {
 	if next != nil {
 		l.after = next
 		if e := eventAt(b.Events, next); e != nil {
-			l.marks.note(e, time.Now())
+			l.f.marks.note(e, time.Now(), l.f.cfg.markSpacing)
 		}
 	}
 	l.healthy(ctx)

@@ -20,11 +20,10 @@ const (
 	DefaultRegressionCheck = time.Second
 )
 
-// markSpacing is the least time between two remembered marks but the
-// newest: maxMarks of them cover at least a minute of a busy log, more than
-// an asynchronous standby falls behind before it is promoted. A variable
-// for the tests.
-var markSpacing = 250 * time.Millisecond
+// defaultMarkSpacing is the least time between two remembered marks but
+// the newest: maxMarks of them cover at least a minute of a busy log, more
+// than an asynchronous standby falls behind before it is promoted.
+const defaultMarkSpacing = 250 * time.Millisecond
 
 // Rewinder is what a Handler whose checkpoint is saved outside the
 // follower also offers: Rewind saves to (nil: the start of the log) as its
@@ -53,13 +52,13 @@ type mark struct {
 type marks struct{ m []mark }
 
 // note remembers e, the last event of a batch handled up to it.
-func (ms *marks) note(e *eventstore.RecordedEvent, now time.Time) {
+func (ms *marks) note(e *eventstore.RecordedEvent, now time.Time, spacing time.Duration) {
 	m := mark{pos: e.Position, stream: e.StreamID, version: e.Version, id: e.ID, at: now}
 	n := len(ms.m)
 	switch {
 	case n > 0 && ms.m[n-1].pos.Compare(m.pos) >= 0:
 		return
-	case n > 1 && now.Sub(ms.m[n-2].at) < markSpacing:
+	case n > 1 && now.Sub(ms.m[n-2].at) < spacing:
 		ms.m[n-1] = m // keep the spacing; the newest is always the last one handled
 	default:
 		if n == maxMarks {
@@ -69,9 +68,9 @@ func (ms *marks) note(e *eventstore.RecordedEvent, now time.Time) {
 	}
 }
 
-// newest returns the newest mark, if it is at pos.
-func (ms *marks) newestAt(pos eventstore.Position) (mark, bool) {
-	if n := len(ms.m); n > 0 && pos != nil && ms.m[n-1].pos.Compare(pos) == 0 {
+// newest returns the newest mark, if any.
+func (ms *marks) newest() (mark, bool) {
+	if n := len(ms.m); n > 0 {
 		return ms.m[n-1], true
 	}
 	return mark{}, false
@@ -96,15 +95,18 @@ func held(ctx context.Context, store eventstore.Store, m mark) (bool, string, er
 	return false, "", nil
 }
 
-// checkRegression checks, before a read, at most every RegressionCheck
-// and first thing after an outage, that the log
-// still holds what the follower's position follows: the last event it
-// handled (by its stream and version), or, when it resumed from a saved
-// checkpoint and handled nothing since, that the log does not end before
-// it (with a Header store). A log that went back (a failover to a standby
-// that had not received the last commits) is reported to the observer and
-// the follower rewinds to the newest remembered event the log still
-// holds, or to the start of the log when it holds none of them: events
+// checkRegression checks, before a read, at most every
+// RegressionCheck and first thing after an outage or on taking the
+// leadership, that the log still holds the last event the follower
+// handled (by its stream and version), and, when its position is past
+// that event (resumed from a checkpoint another leader saved, or none
+// handled yet), that the log does not end before the position (with a
+// Header store). A log that went back (a failover to a standby that had
+// not received the last commits) is reported to the observer, and the
+// follower rewinds to the newest remembered event the log still holds, or
+// to the start of the log when it holds none of them, unless its position
+// is before that already (a checkpoint saved in the same database went
+// back with the log): events
 // handled again are the role's at-least-once (a relay publishes them
 // again under their message ids, the projector's re-applied events are
 // no-ops), while events written after the promotion may sit before the
@@ -124,7 +126,18 @@ func (l *leading[T]) checkRegression(ctx context.Context) error {
 		}
 		return nil
 	}
+	var oldest eventstore.Position
+	if len(l.f.marks.m) > 0 {
+		oldest = l.f.marks.m[0].pos
+	}
 	to := l.rewindTarget(ctx)
+	l.f.marks.dropAfter(to)
+	if to != nil && to.Compare(l.after) >= 0 || to == nil && oldest != nil && oldest.Compare(l.after) > 0 {
+		// The position is before every handled event the log lost: it
+		// went back with the log (a checkpoint saved in the same
+		// database), and what was written since follows it.
+		to = l.after
+	}
 	r.Cache, r.SeenVersion, r.HeldVersion = cfg.RegressionCache, eventstore.NoStreamVersion, eventstore.NoStreamVersion
 	rewound := "the start of the log"
 	if to != nil {
@@ -136,7 +149,9 @@ func (l *leading[T]) checkRegression(ctx context.Context) error {
 	if cfg.Regressions != nil {
 		cfg.Regressions.ObserveRegression(ctx, r)
 	}
-	l.marks.dropAfter(to)
+	if to != nil && to.Compare(l.after) == 0 {
+		return nil
+	}
 	if rw, ok := cfg.Handler.(Rewinder); ok {
 		if err := rw.Rewind(ctx, to); err != nil {
 			l.resumed = false
@@ -152,19 +167,23 @@ func (l *leading[T]) checkRegression(ctx context.Context) error {
 // regressed compares the follower's position with the log.
 func (l *leading[T]) regressed(ctx context.Context) (eventstore.Regression, bool, error) {
 	store := l.f.cfg.Store
-	if m, ok := l.marks.newestAt(l.after); ok {
+	if m, ok := l.f.marks.newest(); ok {
 		ok, now, err := held(ctx, store, m)
-		if err != nil || ok {
+		switch {
+		case err != nil:
 			return eventstore.Regression{}, false, err
-		}
-		r := eventstore.Regression{SeenEventID: m.id, SeenPosition: m.pos.String(), HeldEventID: now,
-			Detail: fmt.Sprintf("the log no longer holds event %s (%s version %d) at %s, which this follower handled", m.id, m.stream, m.version, m.pos)}
-		if h, ok := store.(eventstore.Header); ok {
-			if head, err := h.Head(ctx); err == nil && head != nil {
-				r.HeldPosition = head.String()
+		case !ok:
+			r := eventstore.Regression{SeenEventID: m.id, SeenPosition: m.pos.String(), HeldEventID: now,
+				Detail: fmt.Sprintf("the log no longer holds event %s (%s version %d) at %s, which this follower handled", m.id, m.stream, m.version, m.pos)}
+			if h, ok := store.(eventstore.Header); ok {
+				if head, err := h.Head(ctx); err == nil && head != nil {
+					r.HeldPosition = head.String()
+				}
 			}
+			return r, true, nil
+		case m.pos.Compare(l.after) >= 0:
+			return eventstore.Regression{}, false, nil
 		}
-		return r, true, nil
 	}
 	h, ok := store.(eventstore.Header)
 	if !ok {
@@ -187,8 +206,8 @@ func (l *leading[T]) regressed(ctx context.Context) (eventstore.Regression, bool
 // none, the start of the log). A mark whose read fails counts as not held:
 // reading too much again is safe, reading too little is not.
 func (l *leading[T]) rewindTarget(ctx context.Context) eventstore.Position {
-	for i := len(l.marks.m) - 1; i >= 0; i-- {
-		m := l.marks.m[i]
+	for i := len(l.f.marks.m) - 1; i >= 0; i-- {
+		m := l.f.marks.m[i]
 		if ok, _, err := held(ctx, l.f.cfg.Store, m); err == nil && ok {
 			return m.pos
 		}

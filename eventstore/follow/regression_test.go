@@ -20,6 +20,18 @@ import (
 type rewinder struct {
 	recorder
 	rewinds []eventstore.Position
+	leave   bool // the next Idle says the leadership is lost
+}
+
+func (r *rewinder) Idle(ctx context.Context) error {
+	r.mu.Lock()
+	leave := r.leave
+	r.leave = false
+	r.mu.Unlock()
+	if leave {
+		return fmt.Errorf("%w: the primary died", follow.ErrLeadershipLost)
+	}
+	return r.recorder.Idle(ctx)
 }
 
 func (r *rewinder) Rewind(_ context.Context, to eventstore.Position) error {
@@ -71,6 +83,20 @@ func pgLog(t *testing.T, n int) (*postgres.Store, string, string, []string) {
 	return store, url, schema, ids
 }
 
+// readLog reads the log once it shows n events (a reader waits below the
+// oldest transaction still open on the server: another test's).
+func readLog(t *testing.T, store eventstore.Store, n int) []eventstore.RecordedEvent {
+	t.Helper()
+	var events []eventstore.RecordedEvent
+	waitUntil(t, "the log readable", func() bool {
+		var err error
+		events, err = store.ReadAll(t.Context(), nil, n)
+		require.NoError(t, err)
+		return len(events) == n
+	})
+	return events
+}
+
 func appendB(t *testing.T, store eventstore.Store) string {
 	t.Helper()
 	id := "00000000-0000-0000-0000-0000000000b1"
@@ -87,12 +113,12 @@ func appendB(t *testing.T, store eventstore.Store) string {
 // one.
 func TestFollowerRewindsWhenTheLogWentBack(t *testing.T) {
 	t.Parallel()
-	defer follow.SetMarkSpacing(0)()
 	store, url, schema, ids := pgLog(t, 5)
 	h := &rewinder{}
 	obs := &observed{}
 	f := newFollower(t, store, h, func(c *follow.Config[int]) {
 		c.BatchSize = 1
+		follow.SetMarkSpacing(c, time.Nanosecond)
 		c.Regressions, c.RegressionCache, c.RegressionCheck = obs, "relay_checkpoint", time.Nanosecond
 	})
 	stop := run(t, f)
@@ -122,8 +148,7 @@ func TestFollowerRewindsWhenTheLogWentBack(t *testing.T) {
 func TestFollowerResumingPastTheLogsEndReadsItAgain(t *testing.T) {
 	t.Parallel()
 	store, url, schema, ids := pgLog(t, 4)
-	events, err := store.ReadAll(t.Context(), nil, 10)
-	require.NoError(t, err)
+	events := readLog(t, store, len(ids))
 	h := &rewinder{}
 	h.saved = events[3].Position // saved before the failover
 	pgtest.Shorten(t, url, schema, "a", 1)
@@ -142,4 +167,40 @@ func TestFollowerResumingPastTheLogsEndReadsItAgain(t *testing.T) {
 	require.Equal(t, "projector_checkpoint", regs[0].Cache)
 	require.Equal(t, events[3].Position.String(), regs[0].SeenPosition)
 	require.Equal(t, events[1].Position.String(), regs[0].HeldPosition, "the log's end as it is held")
+}
+
+// A follower whose saved checkpoint went back with the log (saved in the
+// same database, as the relay's and the projector's are), and whose
+// leadership the failover took, still notices the events it handled are
+// gone, and reads on from the checkpoint: nothing is read twice, nothing
+// written since is skipped.
+func TestFollowerWhoseCheckpointWentBackWithTheLog(t *testing.T) {
+	t.Parallel()
+	store, url, schema, ids := pgLog(t, 5)
+	events := readLog(t, store, len(ids))
+	h := &rewinder{}
+	obs := &observed{}
+	f := newFollower(t, store, h, func(c *follow.Config[int]) {
+		c.BatchSize = 1
+		follow.SetMarkSpacing(c, time.Nanosecond)
+		c.Regressions, c.RegressionCache, c.RegressionCheck = obs, "projector_checkpoint", time.Hour
+	})
+	stop := run(t, f)
+	waitUntil(t, "the five events handled", func() bool { got, _, _ := h.snapshot(); return len(got) == 5 })
+	pgtest.Shorten(t, url, schema, "a", 1) // a2..a4 lost
+	h.mu.Lock()
+	h.saved = events[1].Position // the checkpoint as the new primary holds it
+	h.leave = true
+	h.mu.Unlock()
+	waitUntil(t, "the leadership lost", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return !h.leave })
+	b := appendB(t, store)
+	waitUntil(t, "the new event handled", func() bool { got, _, _ := h.snapshot(); return got[len(got)-1] == b })
+	stop()
+
+	regs := obs.all()
+	require.Len(t, regs, 1, "the regression reported once")
+	require.Equal(t, ids[4], regs[0].SeenEventID)
+	require.Empty(t, h.rewound(), "the checkpoint is before what was lost: no rewind")
+	got, _, _ := h.snapshot()
+	require.Equal(t, append(append([]string(nil), ids...), b), got)
 }
