@@ -292,12 +292,22 @@ func (w *World) lossyQuiet() bool {
 	if len(w.cuts) == 0 {
 		return true
 	}
+	return !w.trackOpen() && w.exportScannedStep > w.cuts[len(w.cuts)-1].step && w.exportScannedStep > w.lastOpenStep
+}
+
+// trackOpen looks, after a lossy failover, whether an execution is open
+// (again only when the log changed) and notes the step; the loop calls it
+// at every step, so that one open only during the chaos phase counts too.
+func (w *World) trackOpen() bool {
+	if len(w.cuts) == 0 {
+		return false
+	}
 	if w.openAt != w.appends+1 { // the log changed since the last look
 		w.open = false
 		for _, a := range w.agents {
 			st, err := w.oracle.Load(w.ctx, a.op)
 			if err != nil {
-				return false
+				return true
 			}
 			for _, x := range st.Executions {
 				w.open = w.open || x.State == domain.ExecExecuting || x.State == domain.ExecUnknown
@@ -307,9 +317,8 @@ func (w *World) lossyQuiet() bool {
 	}
 	if w.open {
 		w.lastOpenStep = w.step
-		return false
 	}
-	return w.exportScannedStep > w.cuts[len(w.cuts)-1].step && w.exportScannedStep > w.lastOpenStep
+	return w.open
 }
 
 func (c cut) String() string {
