@@ -71,17 +71,18 @@ func TestConcurrentCommandsShareNoPartialState(t *testing.T) {
 		n := 0
 		defer func() { readerDone <- n }()
 		for {
+			s, err := h.Load(ctx, "OP-1")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = s.Clone()
+			n++
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			s, err := h.Load(ctx, "OP-1")
-			if err != nil {
-				return
-			}
-			_ = s.Clone()
-			n++
 		}
 	}()
 	claimed := make(chan int, presenters)
