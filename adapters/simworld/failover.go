@@ -253,7 +253,9 @@ func (n *noticing) flush(ctx context.Context) {
 
 // beforeAgentRead: when the API's state cache is ahead of the stream (a
 // lossy failover took what it remembers), the read about to be made must
-// notice; it returns what to check after the read (nil: nothing).
+// notice it, in the state cache itself (the head cache noticing too does
+// not make the handler drop its state); it returns what to check after
+// the read (nil: nothing).
 func (w *World) beforeAgentRead(op domain.OperationID) func(err error) {
 	if len(w.cuts) == 0 {
 		return nil
@@ -268,7 +270,7 @@ func (w *World) beforeAgentRead(op domain.OperationID) func(err error) {
 			return // a read that failed saw nothing
 		}
 		for _, n := range w.obs.notices[before:] {
-			if n.proc == w.apiProc.name && n.stream == op.StreamName() {
+			if n.proc == w.apiProc.name && n.cache == domain.CacheState && n.stream == op.StreamName() {
 				return
 			}
 		}
@@ -290,12 +292,22 @@ func (w *World) lossyQuiet() bool {
 	if len(w.cuts) == 0 {
 		return true
 	}
+	return !w.trackOpen() && w.exportScannedStep > w.cuts[len(w.cuts)-1].step && w.exportScannedStep > w.lastOpenStep
+}
+
+// trackOpen looks, after a lossy failover, whether an execution is open
+// (again only when the log changed) and notes the step; the loop calls it
+// at every step, so that one open only during the chaos phase counts too.
+func (w *World) trackOpen() bool {
+	if len(w.cuts) == 0 {
+		return false
+	}
 	if w.openAt != w.appends+1 { // the log changed since the last look
 		w.open = false
 		for _, a := range w.agents {
 			st, err := w.oracle.Load(w.ctx, a.op)
 			if err != nil {
-				return false
+				return true
 			}
 			for _, x := range st.Executions {
 				w.open = w.open || x.State == domain.ExecExecuting || x.State == domain.ExecUnknown
@@ -305,9 +317,8 @@ func (w *World) lossyQuiet() bool {
 	}
 	if w.open {
 		w.lastOpenStep = w.step
-		return false
 	}
-	return w.exportScannedStep > w.cuts[len(w.cuts)-1].step && w.exportScannedStep > w.lastOpenStep
+	return w.open
 }
 
 func (c cut) String() string {

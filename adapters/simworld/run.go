@@ -117,6 +117,7 @@ func (w *World) loop() (settleStart time.Time, settleStep int, quiet bool) {
 				return settleStart, settleStep, false
 			}
 		}
+		w.trackOpen()
 		acts := w.actions()
 		if len(acts) == 0 {
 			w.advance(true)
@@ -446,6 +447,13 @@ func (w *World) heal() {
 	}
 	if w.serve.p.dead.Load() {
 		w.restartServe()
+	}
+	// The store is back for good: what the recorders could not write yet
+	// is written now (serve's and a worker's flush loops would).
+	w.apiNotices.flush(w.ctx)
+	w.serve.notices.flush(w.ctx)
+	for _, wp := range w.workers {
+		wp.notices.flush(w.ctx)
 	}
 	w.releaseSetAside()
 	if n := w.transport.resubmit(); n > 0 {

@@ -176,6 +176,7 @@ func (sp *serveProc) reconcile() {
 		t.onDone = func() { sp.reconciling = nil }
 	}, func(ctx context.Context) {
 		sp.notices.flush(ctx)
+		sp.w.apiNotices.flush(ctx) // the API is serve's: its recorder is flushed by serve's loop too
 		sp.exportRead = 0
 		steps, err := sp.reconciler.ReconcileOnce(ctx)
 		if err == nil && sp.exportRead > 0 && !sp.p.dead.Load() {
