@@ -226,9 +226,9 @@ func (h *Handler) RenewLease(ctx context.Context, op domain.OperationID, cmd dom
 	if by.CausationID == "" {
 		by.CausationID = string(cmd.ExecutionID)
 	}
-	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+	_, events, err := h.execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
 		return s.RenewLease(cmd, now)
-	})
+	}, holderLease(cmd.ExecutionID))
 	if err != nil {
 		return domain.LeaseRenewed{}, err
 	}
@@ -236,14 +236,16 @@ func (h *Handler) RenewLease(ctx context.Context, op domain.OperationID, cmd dom
 }
 
 // RecordOutcome records the executor's result, conditional on its epoch and
-// its lease secret. A refusal was recorded (WriteRefused) before it returns.
+// its lease secret. A refusal was recorded (WriteRefused, in the operation's
+// evidence stream) before it returns. Like RenewLease, it retries conflicts
+// with other state writes while the lease lasts (Config.MaxConflictRetries).
 func (h *Handler) RecordOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordOutcome, by Cause) error {
 	if by.CausationID == "" {
 		by.CausationID = string(cmd.ExecutionID)
 	}
-	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+	_, _, err := h.execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
 		return s.RecordOutcome(cmd, now)
-	})
+	}, holderLease(cmd.ExecutionID))
 	return err
 }
 
