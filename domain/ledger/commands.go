@@ -143,7 +143,19 @@ func (h *Handler) ClaimAs(ctx context.Context, op domain.OperationID, cmd domain
 		if c.ExecutionID == "" && s.Exists() {
 			c.ExecutionID = domain.ExecutionID(domain.ChildID(domain.PrefixExecution, s.ID, len(s.Executions)+1))
 		}
-		r, err := s.Claim(c, now)
+		claim := s.Claim
+		if _, known := s.Messages[c.MessageID]; !known && s.Exists() {
+			// A message refused before is recorded in the evidence stream,
+			// not in the state: it is a duplicate all the same.
+			seen, err := h.evidence.seenMessage(ctx, op, c.MessageID)
+			if err != nil {
+				return nil, err
+			}
+			if seen {
+				claim = s.ClaimSeen
+			}
+		}
+		r, err := claim(c, now)
 		if err != nil {
 			return nil, err
 		}

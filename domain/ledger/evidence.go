@@ -43,12 +43,57 @@ type evidenceWriter struct {
 	h     *Handler
 	locks [evidenceLockStripes]sync.Mutex
 	mu    sync.Mutex
-	logs  map[string]*domain.EvidenceLog // folded evidence streams; bounded by maxEvidenceLogs
+	logs  map[string]evidenceEntry // folded evidence streams; bounded by maxEvidenceLogs
 	sum   *summarizer
 }
 
+// evidenceEntry is a folded evidence stream: the bound's counts, and the
+// message ids its refusals recorded one by one name (a message refused
+// once is a duplicate when delivered again). msgs is never changed once
+// kept: an entry that gains ids gets a new map.
+type evidenceEntry struct {
+	log  *domain.EvidenceLog
+	msgs map[domain.MessageID]struct{}
+}
+
+// withMessages returns e's ids and those of events, sharing e's map when
+// events name no new one.
+func (e evidenceEntry) withMessages(events []domain.Event) map[domain.MessageID]struct{} {
+	msgs := e.msgs
+	copied := false
+	for _, ev := range events {
+		m := messageOf(ev)
+		if m == "" {
+			continue
+		}
+		if _, ok := msgs[m]; ok {
+			continue
+		}
+		if !copied {
+			msgs = make(map[domain.MessageID]struct{}, len(e.msgs)+len(events))
+			for k := range e.msgs {
+				msgs[k] = struct{}{}
+			}
+			copied = true
+		}
+		msgs[m] = struct{}{}
+	}
+	return msgs
+}
+
+// messageOf is the message a refused presentation or duplicate names.
+func messageOf(e domain.Event) domain.MessageID {
+	switch ev := e.(type) {
+	case domain.PresentationRejected:
+		return ev.MessageID
+	case domain.DeliveryDuplicated:
+		return ev.MessageID
+	}
+	return ""
+}
+
 func newEvidenceWriter(h *Handler) *evidenceWriter {
-	w := &evidenceWriter{h: h, logs: map[string]*domain.EvidenceLog{}}
+	w := &evidenceWriter{h: h, logs: map[string]evidenceEntry{}}
 	w.sum = newSummarizer(w)
 	return w
 }
@@ -59,26 +104,53 @@ func (w *evidenceWriter) lock(stream string) *sync.Mutex {
 	return &w.locks[f.Sum32()%evidenceLockStripes]
 }
 
-// cached returns a copy of the kept fold of stream, if any.
-func (w *evidenceWriter) cached(stream string) *domain.EvidenceLog {
+// cached returns a copy of the kept fold of stream, if any (log nil: none).
+func (w *evidenceWriter) cached(stream string) evidenceEntry {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if l, ok := w.logs[stream]; ok {
-		return l.Clone()
+	if e, ok := w.logs[stream]; ok {
+		return evidenceEntry{log: e.log.Clone(), msgs: e.msgs}
 	}
-	return nil
+	return evidenceEntry{}
 }
 
-func (w *evidenceWriter) keep(l *domain.EvidenceLog) {
+func (w *evidenceWriter) keep(e evidenceEntry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.logs[l.Stream]; !ok && len(w.logs) >= maxEvidenceLogs {
+	if _, ok := w.logs[e.log.Stream]; !ok && len(w.logs) >= maxEvidenceLogs {
 		for s := range w.logs { // any one: it is read again when needed
 			delete(w.logs, s)
 			break
 		}
 	}
-	w.logs[l.Stream] = l.Clone()
+	w.logs[e.log.Stream] = evidenceEntry{log: e.log.Clone(), msgs: e.msgs}
+}
+
+// entry returns stream's fold, reading the stream when none is kept.
+func (w *evidenceWriter) entry(ctx context.Context, stream string) (evidenceEntry, error) {
+	if e := w.cached(stream); e.log != nil {
+		return e, nil
+	}
+	e, err := w.fold(ctx, stream)
+	if err != nil {
+		return evidenceEntry{}, err
+	}
+	w.keep(e)
+	return e, nil
+}
+
+// seenMessage reports whether op's evidence stream records a refusal of
+// message msg one by one: as the handler knows the stream, which a
+// presentation of msg decided meanwhile elsewhere may have passed (it is
+// then refused again rather than answered a duplicate — either way nothing
+// is executed).
+func (w *evidenceWriter) seenMessage(ctx context.Context, op domain.OperationID, msg domain.MessageID) (bool, error) {
+	e, err := w.entry(ctx, domain.EvidenceStreamOf(op))
+	if err != nil {
+		return false, err
+	}
+	_, ok := e.msgs[msg]
+	return ok, nil
 }
 
 func (w *evidenceWriter) forget(stream string) {
@@ -89,33 +161,37 @@ func (w *evidenceWriter) forget(stream string) {
 
 // fold reads stream whole into a fresh EvidenceLog, refusing a stream
 // longer than MaxStreamEvents.
-func (w *evidenceWriter) fold(ctx context.Context, stream string) (*domain.EvidenceLog, error) {
+func (w *evidenceWriter) fold(ctx context.Context, stream string) (evidenceEntry, error) {
 	l := domain.NewEvidenceLog(stream, w.h.cfg.EvidenceBound)
+	msgs := map[domain.MessageID]struct{}{}
 	page := w.h.cfg.ReadPage
 	for {
 		from := l.Version + 1
 		if from >= int64(w.h.cfg.MaxStreamEvents) {
-			return nil, fmt.Errorf("load %s: stream longer than %d events: refusing to load it", stream, w.h.cfg.MaxStreamEvents)
+			return evidenceEntry{}, fmt.Errorf("load %s: stream longer than %d events: refusing to load it", stream, w.h.cfg.MaxStreamEvents)
 		}
 		recs, err := w.h.cfg.Store.ReadStream(ctx, stream, from, page)
 		if err != nil {
-			return nil, fmt.Errorf("load %s: %w", stream, err)
+			return evidenceEntry{}, fmt.Errorf("load %s: %w", stream, err)
 		}
 		for _, rec := range recs {
 			if rec.Version != l.Version+1 {
-				return nil, fmt.Errorf("%w: %s: version %d follows %d", ErrCorruptStream, stream, rec.Version, l.Version)
+				return evidenceEntry{}, fmt.Errorf("%w: %s: version %d follows %d", ErrCorruptStream, stream, rec.Version, l.Version)
 			}
 			d, err := codec.DecodeRecorded(rec)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s@%d: %w", ErrCorruptStream, stream, rec.Version, err)
+				return evidenceEntry{}, fmt.Errorf("%w: %s@%d: %w", ErrCorruptStream, stream, rec.Version, err)
 			}
 			if err := l.Evolve(d.Event); err != nil {
-				return nil, fmt.Errorf("%w: %s@%d: %v", ErrCorruptStream, stream, rec.Version, err)
+				return evidenceEntry{}, fmt.Errorf("%w: %s@%d: %v", ErrCorruptStream, stream, rec.Version, err)
+			}
+			if m := messageOf(d.Event); m != "" {
+				msgs[m] = struct{}{}
 			}
 			l.Version = rec.Version
 		}
 		if len(recs) < page {
-			return l, nil
+			return evidenceEntry{log: l, msgs: msgs}, nil
 		}
 	}
 }
@@ -152,14 +228,15 @@ func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr
 	mu := w.lock(stream)
 	mu.Lock()
 	defer mu.Unlock()
-	log := w.cached(stream)
+	cur := w.cached(stream)
 	for try := 0; ; try++ {
-		if log == nil {
+		if cur.log == nil {
 			var err error
-			if log, err = w.fold(ctx, stream); err != nil {
+			if cur, err = w.fold(ctx, stream); err != nil {
 				return nil, err
 			}
 		}
+		log := cur.log
 		trial := log.Clone()
 		var one []domain.Event
 		var past []pastBound
@@ -177,13 +254,13 @@ func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr
 			one = append(one, e)
 		}
 		if len(one) == 0 {
-			w.keep(log)
+			w.keep(cur)
 			return past, nil
 		}
 		_, err := w.h.appendEvents(ctx, stream, eventstore.Exact(log.Version), corr, by, w.h.cfg.Clock.Now(), one)
 		if err == nil {
 			trial.Version = log.Version + int64(len(one))
-			w.keep(trial)
+			w.keep(evidenceEntry{log: trial, msgs: cur.withMessages(one)})
 			return past, nil
 		}
 		w.forget(stream)
@@ -193,7 +270,7 @@ func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr
 		// Another process appended to the evidence stream: read it again
 		// (whole, so a stream that went back is read as it is) and admit
 		// again on what it holds.
-		log = nil
+		cur = evidenceEntry{}
 	}
 }
 
@@ -202,24 +279,24 @@ func (w *evidenceWriter) appendSummary(ctx context.Context, stream string, corr 
 	mu := w.lock(stream)
 	mu.Lock()
 	defer mu.Unlock()
-	log := w.cached(stream)
+	cur := w.cached(stream)
 	for try := 0; ; try++ {
-		if log == nil {
+		if cur.log == nil {
 			var err error
-			if log, err = w.fold(ctx, stream); err != nil {
+			if cur, err = w.fold(ctx, stream); err != nil {
 				return err
 			}
 		}
-		_, err := w.h.appendEvents(ctx, stream, eventstore.Exact(log.Version), corr, by, w.h.cfg.Clock.Now(), []domain.Event{s})
+		_, err := w.h.appendEvents(ctx, stream, eventstore.Exact(cur.log.Version), corr, by, w.h.cfg.Clock.Now(), []domain.Event{s})
 		if err == nil {
-			log.Version++
-			w.keep(log)
+			cur.log.Version++
+			w.keep(cur)
 			return nil
 		}
 		w.forget(stream)
 		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 >= w.h.cfg.MaxConflictRetries {
 			return fmt.Errorf("record evidence in %s: %w", stream, err)
 		}
-		log = nil
+		cur = evidenceEntry{}
 	}
 }
