@@ -56,6 +56,9 @@ type Config struct {
 	// DefaultSummaryEvery); a refusal past the bound waits for the summary
 	// that counts it (see summarizer).
 	SummaryEvery time.Duration
+	// After is how the handler waits out SummaryEvery (default time.After;
+	// a simulation passes its scheduler's).
+	After func(time.Duration) <-chan time.Time
 	// MaxAppendRetries bounds how often an append whose outcome is unknown
 	// (ErrUnavailable) is resent with the same event ids (default 3). A
 	// resend is safe: the store deduplicates by event id.
@@ -106,6 +109,9 @@ func (c *Config) setDefaults() {
 		c.EvidenceBound = domain.DefaultEvidenceBound
 	}
 	c.SummaryEvery = cmp.Or(c.SummaryEvery, DefaultSummaryEvery)
+	if c.After == nil {
+		c.After = time.After
+	}
 	c.MaxAppendRetries = cmp.Or(c.MaxAppendRetries, 3)
 	c.AppendRetryBackoff = cmp.Or(c.AppendRetryBackoff, 50*time.Millisecond)
 	c.MaxStreamEvents = cmp.Or(c.MaxStreamEvents, 100_000)

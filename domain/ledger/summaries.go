@@ -60,7 +60,8 @@ func newSummarizer(w *evidenceWriter) *summarizer {
 
 // count adds refusal p, caused by principal, to the summary being gathered
 // for its key and window, and waits until that summary is recorded (or
-// ctx ends: the refusal is counted all the same).
+// ctx ends: the refusal is counted all the same). The caller whose refusal
+// starts a batch waits out SummaryEvery and appends it.
 func (s *summarizer) count(ctx context.Context, op domain.OperationID, stream string, corr domain.CorrelationID, p pastBound, principal string) error {
 	k := summaryKey{stream: stream, key: p.key, window: p.window}
 	s.mu.Lock()
@@ -78,7 +79,17 @@ func (s *summarizer) count(ctx context.Context, op domain.OperationID, stream st
 		if !q.last.IsZero() {
 			wait = s.w.h.cfg.SummaryEvery - time.Since(q.last)
 		}
-		go s.flush(k, q, b, wait)
+		err := b.b.Add(p.event, principal)
+		s.mu.Unlock()
+		if err != nil {
+			// Nothing counted: the batch is appended without it.
+			s.flush(k, q, b, wait)
+			return err
+		}
+		// The first refusal of a batch appends it, in its own goroutine
+		// (no other the caller did not start touches the store).
+		s.flush(k, q, b, wait)
+		return b.err
 	}
 	err := b.b.Add(p.event, principal)
 	s.mu.Unlock()
@@ -93,15 +104,20 @@ func (s *summarizer) count(ctx context.Context, op domain.OperationID, stream st
 	}
 }
 
-// flush appends batch b after wait, and tells its callers.
+// flush appends batch b after wait, and tells its callers. It waits and
+// appends whatever its caller's context: the batch counts others' refusals.
 func (s *summarizer) flush(k summaryKey, q *summaryQueue, b *summaryBatch, wait time.Duration) {
 	if wait > 0 {
-		t := time.NewTimer(wait)
-		<-t.C
+		<-s.w.h.cfg.After(wait)
 	}
 	s.mu.Lock()
 	if q.next == b {
 		q.next = nil // later refusals gather into the next summary
+	}
+	if b.b.Count() == 0 {
+		s.mu.Unlock()
+		close(b.done)
+		return
 	}
 	summary := b.b.Summary(s.w.h.cfg.Clock.Now())
 	q.last = time.Now()
