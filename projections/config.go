@@ -68,6 +68,10 @@ type Config struct {
 	Clock clock.Clock
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// Regressions, when set, is told when the log went back under the
+	// checkpoint (a failover lost the last commits); the projector rewinds
+	// to what the log still holds either way (follow.Rewinder).
+	Regressions eventstore.RegressionObserver
 	// SetAside keeps the events the projector cannot decode or fold (role
 	// projector, item = the event id). Default: a setaside.Memory, with a
 	// warning logged (failures are then forgotten on restart, so a failing

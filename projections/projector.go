@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opledger/domain"
 	"opledger/domain/setaside"
 	"opledger/eventstore"
 	"opledger/eventstore/follow"
@@ -71,6 +72,7 @@ func New(cfg Config) (*Projector, error) {
 		PollMin: cfg.MinBackoff, PollMax: cfg.MaxBackoff, Wake: cfg.Wake,
 		FailureBackoff: cfg.MinBackoff, MaxFailureBackoff: cfg.MaxBackoff, MaxFailures: cfg.MaxConsecutiveFailures,
 		Now: cfg.Clock.Now, Logger: cfg.Logger.With("projection", cfg.Name),
+		Regressions: cfg.Regressions, RegressionCache: domain.CacheProjectorCheckpoint,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("projector config: %w", err)
@@ -165,6 +167,25 @@ func (h *projectorHandler) Handle(ctx context.Context, b follow.Batch[[]decodedE
 		return nil, follow.Reload(err)
 	}
 	return nil, err
+}
+
+// Rewind implements follow.Rewinder: the log went back under the
+// checkpoint (a failover lost the last commits), so the checkpoint moves
+// back to to, where the log still holds what the read models folded; the
+// events after it are folded again (re-applied events are no-ops). Rows
+// the lost events made stay until `opledger projections rebuild`: the
+// regression's alarm says so.
+func (h *projectorHandler) Rewind(ctx context.Context, to eventstore.Position) error {
+	var text *string
+	if to != nil {
+		t := to.String()
+		text = &t
+	}
+	p := h.p
+	if _, err := p.cfg.Pool.Exec(ctx, p.applier.sql.writeCheckpoint, p.cfg.Name, text, h.cp.EventsApplied, p.cfg.Clock.Now()); err != nil {
+		return fmt.Errorf("projector %s: rewind checkpoint: %w", p.cfg.Name, err)
+	}
+	return nil
 }
 
 // Idle implements follow.Handler: an idle log asks nothing of the

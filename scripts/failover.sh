@@ -244,7 +244,7 @@ EOF
   local clock=()
   $short && clock=(--test-clock)
   OPLEDGER_LOG_LEVEL=info "$bin" serve --listen "127.0.0.1:$apiport" --tokens "$d/tokens" --signing-key "$d/signing.key" \
-    --sweep-interval 1s --reconcile-interval 1s --replication-check-interval 1s --rate-limit 0 "${clock[@]}" >"$d/serve.log" 2>&1 &
+    --sweep-interval 1s --reconcile-interval 1s --replication-check-interval 1s --rate-limit 0 --provider-export "$SIM/_sim/ledger/export" "${clock[@]}" >"$d/serve.log" 2>&1 &
   pids+=($!)
   local w
   for w in 1 2 3; do

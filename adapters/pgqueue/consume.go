@@ -38,7 +38,7 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 	}
 	log := q.cfg.Logger.With("claimer", q.cfg.WorkerID, "topic", q.cfg.Topic)
 	most := q.cfg.Concurrency + maxAhead(q.cfg.Concurrency) // held at most
-	l := &claimLoop{q: q, acks: startAcker(ctx, q, log), ended: make(chan ending, most), poll: q.cfg.PollMin}
+	l := &claimLoop{q: q, acks: startAcker(ctx, q, log), ended: make(chan ending, most), poll: q.cfg.PollMin, holding: map[int64]bool{}}
 	l.timer = time.NewTimer(time.Hour)
 	l.timer.Stop()
 	defer l.timer.Stop()
@@ -54,12 +54,12 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 			for c := range work {
 				if ctx.Err() != nil {
 					released <- c
-					l.ended <- ending{}
+					l.ended <- ending{id: c.ID}
 					continue
 				}
 				t0 := time.Now()
 				outage := q.deliver(ctx, c, handle, l.acks)
-				l.ended <- ending{outage: outage, took: time.Since(t0)}
+				l.ended <- ending{id: c.ID, outage: outage, took: time.Since(t0)}
 			}
 		})
 	}
@@ -84,6 +84,11 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 			continue
 		}
 		l.collect()
+		if !l.lostAt.IsZero() && !l.reclaim(ctx, log) {
+			l.pause(ctx, l.poll, false, nil) // the store is still out: the claim would fail too
+			l.poll = min(2*l.poll, q.cfg.PollMax)
+			continue
+		}
 		free := q.cfg.Concurrency + l.ahead() - l.held
 		if free < refill && l.held > 0 {
 			l.pause(ctx, time.Hour, true, nil) // until a message ends (bounded by DrainTimeout and ctx)
@@ -101,6 +106,9 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 				return fmt.Errorf("pgqueue: %d consecutive failed claims: %w", failures, err)
 			}
 			log.WarnContext(ctx, "claim failed", "err", err, "failures", failures)
+			if l.lostAt.IsZero() {
+				l.lostAt = t0 // its answer may be lost with rows it claimed: reclaim them first
+			}
 			l.pause(ctx, l.poll, false, nil)
 			l.poll = min(2*l.poll, q.cfg.PollMax)
 			continue
@@ -113,6 +121,7 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 				continue
 			}
 			l.held++
+			l.holding[c.ID] = true
 			work <- c
 		}
 		switch {
@@ -186,6 +195,41 @@ func (q *Queue) release(ctx context.Context, msgs <-chan Claimed, log *slog.Logg
 	}
 }
 
+// reclaim gives back the rows a failed claim may have taken without its
+// answer arriving (the connection died after the commit: a failover, a
+// network cut): rows this claimer holds hidden for about the visibility
+// timeout that are not in flight here, visible again at once and the claim
+// uncounted. Without it they would wait out the visibility timeout. Rows
+// of another Consume under the same WorkerID may be given back too: they
+// are handed out again, and the ledger fences the second claim. It
+// reports whether the statement ran (false: the store is still out).
+func (l *claimLoop) reclaim(ctx context.Context, log *slog.Logger) bool {
+	q := l.q
+	ids := make([]int64, 0, len(l.holding))
+	for id := range l.holding {
+		ids = append(ids, id)
+	}
+	// Claimed no earlier than lostAt: hidden until lostAt+timeout at least,
+	// less a second for the clocks' and the round trips' slack.
+	hidden := q.cfg.VisibilityTimeout - time.Since(l.lostAt) - time.Second
+	if hidden <= 0 {
+		l.lostAt = time.Time{} // visible again already
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	tag, err := q.cfg.DB.Exec(ctx, q.sql.reclaim, q.cfg.Topic, q.cfg.WorkerID, ids,
+		float64(hidden.Milliseconds()), float64((q.cfg.VisibilityTimeout + time.Second).Milliseconds()))
+	if err != nil {
+		return false
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		log.InfoContext(ctx, "claim answer lost: the rows it took are visible again", "rows", n)
+	}
+	l.lostAt = time.Time{}
+	return true
+}
+
 // claimLoop is Consume's state.
 type claimLoop struct {
 	q        *Queue
@@ -197,11 +241,16 @@ type claimLoop struct {
 	timer    *time.Timer
 	claiming time.Duration // average round trip of a claim that did not fail
 	handling time.Duration // average handling of one message, settling included
+	// holding are the rows held (ids); lostAt is when the first of the
+	// claims that failed since the last reclaim started (zero: none).
+	holding map[int64]bool
+	lostAt  time.Time
 }
 
 // ending is what a handler says of a message held: whether its handling
 // met an outage, and how long it took (zero: given back unhandled).
 type ending struct {
+	id     int64
 	outage bool
 	took   time.Duration
 }
@@ -209,6 +258,7 @@ type ending struct {
 // end counts a message that ended.
 func (l *claimLoop) end(e ending) {
 	l.held--
+	delete(l.holding, e.id)
 	l.outage = l.outage || e.outage
 	if e.took > 0 {
 		l.handling = average(l.handling, e.took)

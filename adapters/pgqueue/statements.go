@@ -66,6 +66,15 @@ RETURNING m.id`
 	sqlRelease = `UPDATE %[1]s.messages m SET uncounted = m.uncounted + 1, visible_at = now()
 FROM unnest($1::bigint[], $2::int[]) AS a(id, attempts)
 WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'`
+	// sqlReclaim gives back the rows of topic $1 claimed by $2 hidden until
+	// between $4 and $5 milliseconds from now (claimed in the last moments
+	// for the visibility timeout, not settled into a retry's back-off) that
+	// are not among $3 (the claimer's messages in flight): a claim whose
+	// answer was lost. Visible at once, the claim uncounted.
+	sqlReclaim = `UPDATE %[1]s.messages m SET uncounted = m.uncounted + 1, visible_at = now()
+WHERE m.topic = $1 AND m.claimed_by = $2 AND m.state = 'ready' AND m.id <> ALL($3::bigint[])
+  AND m.visible_at > now() + $4::float8 * interval '1 millisecond'
+  AND m.visible_at <= now() + $5::float8 * interval '1 millisecond'`
 	sqlDeadLetter = `UPDATE %[1]s.messages SET state = 'dead', settled_at = now(), dead_reason = $3, dead_detail = $4,
     headers = headers || $5::jsonb
 WHERE id = $1 AND attempts = $2 AND state = 'ready'`
@@ -127,7 +136,7 @@ FROM %[1]s.resubmissions WHERE dead_letter_id = ANY($1)`
 // statements holds the SQL above for one schema.
 type statements struct {
 	publish, claim, ack, deadLetter, retry, outage  string
-	ackBatch, release                               string
+	ackBatch, release, reclaim                      string
 	depthReady, depthDead                           string
 	listTopic, listDead, deadIDs, lockDead          string
 	markResubmit, insertMessage                     string
@@ -138,7 +147,7 @@ func newStatements(schema string) statements {
 	ident := pgx.Identifier{schema}.Sanitize()
 	f := func(q string) string { return fmt.Sprintf(q, ident) }
 	return statements{
-		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), ackBatch: f(sqlAckBatch), release: f(sqlRelease), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
+		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), ackBatch: f(sqlAckBatch), release: f(sqlRelease), reclaim: f(sqlReclaim), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
 		depthReady: f(sqlDepthReady), depthDead: f(sqlDepthDead),
 		listTopic: f(sqlListTopic), listDead: f(sqlListDead), deadIDs: f(sqlDeadIDs), lockDead: f(sqlLockDead),
 		markResubmit: f(sqlMarkResubmit), insertMessage: f(sqlInsertMessage),

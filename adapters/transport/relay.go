@@ -91,6 +91,10 @@ type RelayConfig struct {
 	Select      Selector
 	Logger      *slog.Logger
 	Clock       clock.Clock // default clock.System
+	// Regressions, when set, is told when the log went back under the
+	// relay's checkpoint (a failover lost the last commits); the relay
+	// rewinds to what the log still holds either way (follow.Rewinder).
+	Regressions eventstore.RegressionObserver
 	// SetAside keeps the events the relay could not turn into messages
 	// (role setaside.RoleRelay, item "<relay name>:<event id>"). Default: an
 	// in-memory store, whose counts a restart forgets (serve passes
@@ -194,7 +198,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		LeaderRetry: cfg.LeaderRetry, LeaderCheck: cfg.LeaderCheck, BatchSize: cfg.BatchSize,
 		PollMin: cfg.PollMin, PollMax: cfg.PollMax, Wake: cfg.Wake,
 		FailureBackoff: cfg.FailureBackoff, MaxFailureBackoff: 30 * cfg.FailureBackoff, MaxFailures: cfg.MaxFailures,
-		Now: cfg.Clock.Now, Logger: h.log,
+		Now: cfg.Clock.Now, Logger: h.log, Regressions: cfg.Regressions, RegressionCache: domain.CacheRelayCheckpoint,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("transport: relay config: %w", err)

@@ -106,6 +106,22 @@ func (h *relayHandler) Idle(ctx context.Context) error {
 	return nil
 }
 
+// Rewind implements follow.Rewinder: the log went back under the
+// checkpoint (a failover lost the last commits), so it is saved at to
+// ("" for the start of the log) and what follows it is published again,
+// under the same message ids.
+func (h *relayHandler) Rewind(ctx context.Context, to eventstore.Position) error {
+	text := ""
+	if to != nil {
+		text = to.String()
+	}
+	if err := h.r.cfg.Checkpoints.Save(ctx, h.r.cfg.Name, text); err != nil {
+		return follow.AtStage(StageCheckpoint, fmt.Errorf("rewind checkpoint: %w", err))
+	}
+	h.unsaved, h.recovered = nil, nil
+	return nil
+}
+
 // save writes the checkpoint at unsaved; on failure the follower resumes
 // from the saved one (publishing what followed it again).
 func (h *relayHandler) save(ctx context.Context) error {

@@ -100,7 +100,7 @@ func StandardRelays(cfg RelaysConfig) ([]*Relay, error) {
 		}
 		rc := RelayConfig{
 			Name: c.name, Store: store, Checkpoints: cfg.Checkpoints, Publisher: cfg.Publisher, Select: sel,
-			SetAside: cfg.SetAside, Leader: lead, Clock: cfg.Clock, Logger: cfg.Logger,
+			SetAside: cfg.SetAside, Leader: lead, Clock: cfg.Clock, Logger: cfg.Logger, Regressions: cfg.Regressions,
 		}
 		if cfg.Tune != nil {
 			cfg.Tune(&rc)

@@ -50,7 +50,7 @@ func newRegressions(store eventstore.Store, noticer string, clk clock.Clock, log
 
 // follow reads the regression stream every regressionRefresh (and at
 // once when this process notices one) and retries recording what could
-// not be written, until ctx ends: serve's.
+// not be written, until ctx ends: serve and workers.
 func (r *regressions) follow(ctx context.Context) {
 	go r.flush(ctx)
 	_ = r.monitor.Run(ctx, regressionRefresh, r.recorder.Wake)

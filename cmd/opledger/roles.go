@@ -43,7 +43,7 @@ func backgroundRoles(db *dbConfig, s serveSettings, pool *pgxpool.Pool, store ev
 	cfg := roles.Config{
 		Store: store, Ledger: func(eventstore.Store) (*ledger.Handler, error) { return lg, nil },
 		Clock: clk, Logger: log, SetAside: failing,
-		Projector: &projections.Config{Pool: pool, Schema: db.viewSchema},
+		Projector: &projections.Config{Pool: pool, Schema: db.viewSchema, Regressions: lg.Regressions()},
 	}
 	if !s.disabled[roles.Sweeper] {
 		cfg.Sweeper = &recovery.SweeperConfig{Interval: s.sweepInterval}

@@ -198,7 +198,7 @@ func serveWorker(ctx context.Context, db *dbConfig, s workerSettings, log *slog.
 
 	g, gctx := errgroup.WithContext(stopping)
 	context.AfterFunc(gctx, stop)
-	go regressions.flush(gctx)
+	go regressions.follow(gctx) // a regression another process noticed is logged here too
 	if s.relay {
 		checks, err := pgstate.NewCheckpoints(pool, db.transport)
 		if err != nil {

@@ -73,7 +73,13 @@ type lostEffects struct {
 	order   []domain.OperationID // pending's order, oldest first
 	dropped int64                // candidates beyond maxLostCandidates
 	// verified are export effects found accounted for (by reference).
-	verified   map[string]bool
+	verified map[string]bool
+	// escalated are the effects this check escalated (by reference), kept
+	// across regressions: an operation the store lost has no stream to
+	// show the escalation, so without it each regression and each export
+	// read would escalate the same effect again. At most maxVerified;
+	// another process (or this one after a restart) may escalate one again.
+	escalated  map[string]bool
 	exportNext time.Time // when the export is read next (zero: at once)
 	exportAt   int       // the export's records checked so far in this read
 }
@@ -84,7 +90,8 @@ type lostCandidate struct {
 }
 
 func newLostEffects(r *Reconciler) *lostEffects {
-	return &lostEffects{r: r, version: eventstore.NoStreamVersion, pending: map[domain.OperationID]*lostCandidate{}, verified: map[string]bool{}}
+	return &lostEffects{r: r, version: eventstore.NoStreamVersion, pending: map[domain.OperationID]*lostCandidate{},
+		verified: map[string]bool{}, escalated: map[string]bool{}}
 }
 
 // round reads the regressions recorded since the last round, asks about
@@ -293,12 +300,21 @@ func (l *lostEffects) escalate(ctx context.Context, op domain.OperationID, e dom
 	default:
 		return nil, nil // nothing moved
 	}
+	if e.Reference != "" && l.escalated[e.Reference] {
+		return nil, nil
+	}
 	escalated, err := l.r.cfg.Ledger.EscalateLostEffect(ctx, op, domain.EscalateLostEffect{
 		IdempotencyKey: e.IdempotencyKey, ProviderReference: e.Reference, Outcome: outcome, AmountMinor: e.AmountMinor,
 		Currency: e.Currency, ExportID: e.ExportID, Source: source, Detail: e.Detail,
 	}, ledger.Cause{Actor: "reconciler", CausationID: e.Reference})
 	if err != nil || !escalated {
 		return nil, err
+	}
+	if e.Reference != "" {
+		if len(l.escalated) >= maxVerified {
+			clear(l.escalated)
+		}
+		l.escalated[e.Reference] = true
 	}
 	detail := fmt.Sprintf("the executor holds %s under key %s (%s) that no execution the store holds accounts for: escalated", e.Reference, e.IdempotencyKey, e.State)
 	l.r.cfg.Logger.ErrorContext(ctx, "LOST EFFECT: an effect no execution of the ledger accounts for (the store lost it); escalated to a person",

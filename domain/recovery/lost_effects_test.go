@@ -83,9 +83,25 @@ func TestLostEffectOfALostOperation(t *testing.T) {
 	rec.ObserveRegression(f.ctx, eventstore.Regression{Cache: domain.CacheState, Stream: "operation-OP-GONE-1", SeenVersion: 3,
 		HeldVersion: eventstore.NoStreamVersion, Context: []domain.SeenExecution{{ExecutionID: c.ExecutionID, IdempotencyKey: c.IdempotencyKey}}})
 
-	steps, err := f.reconciler(nil).ReconcileOnce(f.ctx)
+	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
+		cfg.Export = func(context.Context) (audit.ProviderExport, error) {
+			var b bytes.Buffer
+			if err := f.sim.WriteLedgerExport(&b); err != nil {
+				return nil, err
+			}
+			return provider.ExportReader(f.profile.Name, &b)
+		}
+	})
+	steps, err := r.ReconcileOnce(f.ctx)
 	require.NoError(t, err)
 	require.Len(t, steps, 1)
+	// Another cache notices the same loss; the export is read again after
+	// it: the effect is escalated already, not again.
+	rec.ObserveRegression(f.ctx, eventstore.Regression{Cache: domain.CacheHead, Stream: "operation-OP-GONE-1", SeenVersion: 3,
+		HeldVersion: eventstore.NoStreamVersion})
+	steps, err = r.ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, steps, "escalated once")
 	events, err := f.store.ReadStream(f.ctx, domain.EvidenceStream, 0, 10)
 	require.NoError(t, err)
 	require.Len(t, events, 1)

@@ -149,6 +149,8 @@ func (m *Monitor) Refresh(ctx context.Context) error {
 }
 
 func (m *Monitor) refresh(ctx context.Context) error {
+	before := m.Status().Total
+	defer func() { m.tell(ctx, before) }()
 	for pages := 0; ; pages++ {
 		if pages > maxPages {
 			return fmt.Errorf("read %s: more than %d pages: refusing to read on", domain.RegressionStream, maxPages)
@@ -178,6 +180,19 @@ func (m *Monitor) refresh(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// tell logs, as an error, the regressions read since the stream held
+// before of them: every process that follows the stream says so, not only
+// the one whose cache noticed it.
+func (m *Monitor) tell(ctx context.Context, before int64) {
+	st := m.Status()
+	if st.Total <= before || len(st.Recent) == 0 {
+		return
+	}
+	last := st.Recent[0]
+	m.cfg.Logger.ErrorContext(ctx, "LOG REGRESSION recorded: the store lost writes it had acknowledged; unacknowledged until an operator acknowledges them (opledger regressions ack)",
+		"new", st.Total-before, "unacknowledged", st.Unacknowledged, "latest_noticer", last.Noticer, "latest_cache", last.Cache, "latest_stream", last.Stream)
 }
 
 // maxPages bounds one Refresh: the recorders' bounds keep the stream far

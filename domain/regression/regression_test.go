@@ -1,9 +1,12 @@
 package regression_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,4 +179,26 @@ func TestMonitorNoticesItsStreamGoingBack(t *testing.T) {
 	require.Len(t, told, 1)
 	require.Equal(t, domain.CacheRegressionStream, told[0].Cache)
 	require.Equal(t, int64(1), told[0].SeenVersion)
+}
+
+// TestMonitorLogsWhatAnotherProcessNoticed: a process whose own caches saw
+// nothing (a worker) still says so once its monitor reads a regression
+// another process recorded, naming who noticed; a read that finds nothing
+// new says nothing.
+func TestMonitorLogsWhatAnotherProcessNoticed(t *testing.T) {
+	s := memory.New(func() time.Time { return start })
+	c := clock.NewManual(start)
+	rec := newRecorder(t, s, c, "serve", map[string]int{})
+	rec.ObserveRegression(t.Context(), seen("operation-OP-1", 4))
+
+	var logged bytes.Buffer
+	m, err := regression.NewMonitor(regression.MonitorConfig{Store: s, Clock: c, Regressions: rec,
+		Logger: slog.New(slog.NewJSONHandler(&logged, nil))})
+	require.NoError(t, err)
+	require.NoError(t, m.Refresh(t.Context()))
+	require.Contains(t, logged.String(), `"level":"ERROR","msg":"LOG REGRESSION recorded`)
+	require.Contains(t, logged.String(), `"latest_noticer":"serve"`)
+	n := strings.Count(logged.String(), "\n")
+	require.NoError(t, m.Refresh(t.Context()))
+	require.Equal(t, n, strings.Count(logged.String(), "\n"), "nothing new, nothing said")
 }

@@ -59,6 +59,18 @@ type Config[T any] struct {
 	// returns the last error. Zero (the default) retries for as long as the
 	// context lives: an outage is reported in Status, not by stopping.
 	MaxFailures int
+	// Regressions, when set, is told of a log that went back under the
+	// follower's position (regression.go), with Cache set to
+	// RegressionCache (the role's name in LogRegressed: relay_checkpoint,
+	// projector_checkpoint, ...). RegressionCheck bounds how often an idle
+	// follower checks (default DefaultRegressionCheck); the follower
+	// rewinds whether or not anyone is told.
+	Regressions     eventstore.RegressionObserver
+	RegressionCache string
+	RegressionCheck time.Duration
+	// markSpacing spaces the remembered marks (defaultMarkSpacing; the
+	// tests set it).
+	markSpacing time.Duration
 	// Now stamps Status.Since (default time.Now).
 	Now func() time.Time
 	// Logger (default slog.Default()); the follower adds nothing to it, so
@@ -73,6 +85,9 @@ func (c *Config[T]) setDefaults() {
 	c.PollMin = cmp.Or(c.PollMin, 10*time.Millisecond)
 	c.PollMax = cmp.Or(c.PollMax, time.Second)
 	c.FailureBackoff = cmp.Or(c.FailureBackoff, 100*time.Millisecond)
+	c.RegressionCheck = cmp.Or(c.RegressionCheck, DefaultRegressionCheck)
+	c.RegressionCache = cmp.Or(c.RegressionCache, c.Name)
+	c.markSpacing = cmp.Or(c.markSpacing, defaultMarkSpacing)
 	c.MaxFailureBackoff = cmp.Or(c.MaxFailureBackoff, 30*c.FailureBackoff)
 	if c.Leader == nil {
 		c.Leader = soleLeader{}

@@ -15,6 +15,10 @@ import (
 // (run one at a time).
 type Follower[T any] struct {
 	cfg Config[T]
+	// marks are handled events to check the log against and rewind to
+	// (regression.go), kept across spells of leadership: a failover
+	// usually takes the leadership with it. Only Run's goroutine uses them.
+	marks marks
 
 	mu     sync.Mutex
 	status Status
@@ -100,6 +104,12 @@ func (f *Follower[T]) lead(ctx context.Context) error {
 			}
 			l.after, l.resumed = pos, true
 		}
+		if err := l.checkRegression(ctx); err != nil {
+			return err
+		}
+		if !l.resumed {
+			continue // rewound: resume from what the handler saved
+		}
 		b, err := r.Next(ctx, l.after)
 		if err != nil {
 			if err := l.outage(ctx, StageRead, err); err != nil {
@@ -128,6 +138,9 @@ type leading[T any] struct {
 	backoff   time.Duration       // the next outage's pause
 	failures  int                 // consecutive outages
 	lastCheck time.Time           // the lock was last found held (real time)
+	// lastRegressionCheck is the last regression check (real time; zero:
+	// check before the first read).
+	lastRegressionCheck time.Time
 }
 
 // check checks the lock is still held.
@@ -177,6 +190,9 @@ func (l *leading[T]) handle(ctx context.Context, b Batch[T]) error {
 	}
 	if next != nil {
 		l.after = next
+		if e := eventAt(b.Events, next); e != nil {
+			l.f.marks.note(e, time.Now(), l.f.cfg.markSpacing)
+		}
 	}
 	l.healthy(ctx)
 	l.poll = cfg.PollMin
@@ -208,6 +224,7 @@ func (l *leading[T]) outage(ctx context.Context, stage string, err error) error 
 		return err
 	}
 	l.failures++
+	l.lastRegressionCheck = time.Time{} // an outage may be a failover: check first thing after it
 	l.f.noteFailure(stage, err, l.failures)
 	if cfg.MaxFailures > 0 && l.failures >= cfg.MaxFailures {
 		return fmt.Errorf("%d consecutive failures: %s: %w", l.failures, stage, err)
@@ -273,6 +290,18 @@ func (f *Follower[T]) CatchUp(ctx context.Context) (int64, error) {
 		}
 		after = next
 	}
+}
+
+// eventAt returns the event of batch at pos, if there is one.
+func eventAt(batch []eventstore.RecordedEvent, pos eventstore.Position) *eventstore.RecordedEvent {
+	for i := len(batch) - 1; i >= 0; i-- {
+		if c := batch[i].Position.Compare(pos); c == 0 {
+			return &batch[i]
+		} else if c < 0 {
+			return nil
+		}
+	}
+	return nil
 }
 
 // countThrough counts the events of batch up to and including next.
