@@ -99,7 +99,9 @@ func New(opts Options) (*World, error) {
 		WorkerTimers: NewTimers(), ClientTimers: NewTimers(), Logger: opts.Logger,
 	}
 	var err error
-	w.Ledger, err = ledger.New(ledger.Config{Store: opts.Store, Clock: w.Clock, Logger: opts.Logger})
+	// Its callers are in process and one at a time: a refusal past the
+	// evidence bound waits a millisecond for its summary, not SummaryEvery.
+	w.Ledger, err = ledger.New(ledger.Config{Store: opts.Store, Clock: w.Clock, Logger: opts.Logger, SummaryEvery: time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
