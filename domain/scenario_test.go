@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/stretchr/testify/require"
 
 	"opledger/domain"
 	"opledger/domain/audit"
@@ -72,6 +73,10 @@ type scenario struct {
 	now   time.Time
 	op    *domain.Operation
 	store *memory.Store
+	// decidedOn is the state as it was before the step decided on it: a
+	// decision must leave it unchanged (the command handler shares one
+	// state between concurrent commands).
+	decidedOn *domain.Operation
 }
 
 func newScenario(t *testing.T) *scenario {
@@ -199,6 +204,7 @@ func (s *scenario) step(t *testing.T, d *datadriven.TestData) string {
 	s.t = t
 	a := s.args(d)
 	defer a.done()
+	s.decidedOn = s.op.Clone()
 	switch d.Cmd {
 	case "request":
 		kind := domain.OperationKind(a.str("kind", ""))
@@ -296,6 +302,7 @@ func (s *scenario) decide(a *args, id domain.DecisionID) domain.Decide {
 // recorded them, and renders their timeline rows and the refusal, if any.
 func (s *scenario) record(actor string) func([]domain.Event, error) string {
 	return func(events []domain.Event, err error) string {
+		require.Equal(s.t, s.decidedOn, s.op, "the decision changed the state it was given")
 		var b strings.Builder
 		from := s.op.Version + 1 // the stream's length: Version is the last event's, -1 for none
 		for i, e := range events {

@@ -2,9 +2,10 @@ package domain
 
 import "maps"
 
-// Clone returns a deep copy of o: nothing the copy holds is shared with o,
-// so either may be evolved without touching the other. The command
-// handler's state cache hands out clones.
+// Clone returns a deep copy of o, equal to it (a nil slice stays nil):
+// nothing the copy holds is shared with o, so either may be evolved
+// without touching the other. The command handler clones a state it
+// shares (its cache's) before folding events into it.
 func (o *Operation) Clone() *Operation {
 	c := *o
 	c.Decisions = append([]Decision(nil), o.Decisions...)
@@ -13,7 +14,9 @@ func (o *Operation) Clone() *Operation {
 		cp := *capability
 		c.Capabilities[id] = &cp
 	}
-	c.Executions = make([]*Execution, len(o.Executions))
+	if o.Executions != nil {
+		c.Executions = make([]*Execution, len(o.Executions))
+	}
 	for i, x := range o.Executions {
 		cx := *x
 		cx.HeldLeases = append([]HeldLease(nil), x.HeldLeases...)

@@ -15,8 +15,8 @@ import (
 type eventsResponse struct {
 	OperationID domain.OperationID `json:"operation_id"`
 	// Stream is the stream read: the operation's, or its evidence stream.
-	Stream string `json:"stream"`
-	Events      []eventView        `json:"events"`
+	Stream string      `json:"stream"`
+	Events []eventView `json:"events"`
 	// NextFrom is the version to ask for next (from=), when there may be more.
 	NextFrom *int64 `json:"next_from,omitempty"`
 }

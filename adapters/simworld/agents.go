@@ -54,7 +54,12 @@ func (w *World) act(a *agent) {
 	a.next = w.clock.Now().Add(w.rng.between(time.Second, 10*time.Second))
 	ctx := w.ctx
 	l := w.api
+	w.apiNotices.flush(ctx)
+	after := w.beforeAgentRead(a.op)
 	state, err := l.Load(ctx, a.op)
+	if after != nil {
+		after(err)
+	}
 	if err != nil {
 		w.tracef(nil, "agent %s: cannot read (%s)", a.op, errText(err))
 		a.next = w.clock.Now().Add(w.rng.between(5*time.Second, 30*time.Second))
@@ -74,11 +79,13 @@ func (w *World) act(a *agent) {
 	d, decided := state.LatestDecision()
 	status := state.Status()
 	switch {
-	case !decided:
-		w.decide(a, domain.Facts{OrderRefundable: true})
 	case status == domain.OpCompleted || status == domain.OpDenied || status == domain.OpEscalated:
+		// (An operation whose decision a lossy failover took may be
+		// Escalated with none: a lost effect found.)
 		a.done, a.outcome = true, string(status)
 		w.tracef(nil, "agent %s: %s", a.op, status)
+	case !decided:
+		w.decide(a, domain.Facts{OrderRefundable: true})
 	case status == domain.OpExecuting || status == domain.OpUnknown:
 		if w.inject(w.apiProc, FaultAgentSecondCap, "agent %s issues a second capability while %s", a.op, status) {
 			w.issue(a)

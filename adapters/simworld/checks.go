@@ -36,6 +36,9 @@ const (
 	CheckQuiescence      = "quiescence"             // once quiet, every execution is Completed, NotApplied or Escalated
 	CheckLiveness        = "liveness"               // once the faults stop, the world is quiet within the bound
 	CheckSignals         = "security-signal"        // every replay-suspected refusal reached the signals topic
+	// After a lossy failover (store-failover-lossy):
+	CheckRegressionNoticed = "regression-noticed"    // a cache ahead of its stream notices when it reads, and the regression is a LogRegressed in the log
+	CheckLostEscalated     = "lost-effect-escalated" // every refund the provider made that no Completed execution accounts for is escalated
 )
 
 var setAsideQuery = setaside.Query{Limit: setaside.MaxListLimit}
@@ -61,6 +64,7 @@ func (w *World) check(quiet bool) []Violation {
 	}
 	w.checkProvider(fv, fail)
 	w.checkEvidence(fv, fail)
+	w.checkRegressions(fv, fail)
 	w.checkAudit(fv, fail)
 	if quiet {
 		w.checkQuiet(fv, fail)
@@ -136,11 +140,7 @@ func (w *World) readFinal() (*finalView, error) {
 
 // checkProvider: the simulator's ledger against the operations.
 func (w *World) checkProvider(fv *finalView, fail func(string, string, ...any)) {
-	for _, a := range w.agents {
-		if n := fv.ledger.ByOperation[string(a.op)].RefundsCreated; n > 1 {
-			fail(CheckRefunds, "%s: %d refunds created at the provider", a.op, n)
-		}
-	}
+	w.checkRefunds(fv, fail)
 	if fv.ledger.RequestsForgotten > 0 {
 		return // the request log is incomplete: the checks on it would lie
 	}
@@ -151,7 +151,7 @@ func (w *World) checkProvider(fv *finalView, fail func(string, string, ...any)) 
 			fail(CheckWireKeys, "request %d for %q, an operation nobody requested", r.Seq, r.OperationID)
 			continue
 		}
-		derived := false
+		derived := w.lostKeys[keyOf{op, r.IdempotencyKey}] // a decision the store lost derived it
 		for _, d := range st.Decisions {
 			derived = derived || string(d.IdempotencyKey) == r.IdempotencyKey
 		}
@@ -168,6 +168,9 @@ func (w *World) checkProvider(fv *finalView, fail func(string, string, ...any)) 
 	for _, r := range fv.ledger.Requests {
 		if r.RefundID == "" || r.Result == sim.ResultDeclined {
 			continue // nothing moved (a refund committed as declined moves nothing)
+		}
+		if w.lostExecs[w.sentFor[r.Seq]] {
+			continue // sent for an execution the store lost; another took its id
 		}
 		if x := execs[w.sentFor[r.Seq]]; x != nil && x.State == domain.ExecNotApplied {
 			fail(CheckNotApplied, "%s: %s is NotApplied, but request %d sent for it under key %s created refund %s at %s",
@@ -195,39 +198,66 @@ func (w *World) checkProvider(fv *finalView, fail func(string, string, ...any)) 
 	for _, m := range diff.Mismatches {
 		fail(CheckProviderDiff, "%s: refund %s: %s", m.Operation, m.RefundID, m.Message)
 	}
+	lostEscalated := lostEffectsEscalated(fv)
 	for _, u := range diff.UnknownToLedger {
 		st := fv.ops[domain.OperationID(u.OperationID)]
-		escalated := false
+		escalated := lostEscalated[u.RefundID] || lostEscalated[u.IdempotencyKey]
 		if st != nil {
 			for _, x := range st.Executions {
 				escalated = escalated || x.State == domain.ExecEscalated
 			}
 		}
-		if !escalated {
+		switch {
+		case escalated:
+		case len(w.cuts) > 0:
+			fail(CheckLostEscalated, "%s: refund %s (key %s) succeeded at the provider; after %d lossy failovers no Completed execution accounts for it and nothing escalated it: %s",
+				u.OperationID, u.RefundID, u.IdempotencyKey, len(w.cuts), u.Why)
+		default:
 			fail(CheckProviderDiff, "%s: refund %s (key %s) succeeded at the provider; no Completed execution accounts for it and none is escalated: %s",
 				u.OperationID, u.RefundID, u.IdempotencyKey, u.Why)
 		}
 	}
 }
 
-// checkEvidence: what the roles were refused is in the log.
-func (w *World) checkEvidence(fv *finalView, fail func(string, string, ...any)) {
-	type key struct {
-		stream string
-		msg    domain.MessageID
+// evidence is what the log records of refusals: the presentations
+// refused or found duplicate (by stream and message) and the executor
+// writes refused.
+type evidence struct {
+	presented     map[evidenceKey]bool
+	refusedWrites map[writeKey]bool
+	// summarized holds the operation streams whose refusals past the
+	// evidence bound were counted into a summary: a refusal not recorded
+	// one by one is accounted for there (audit verify checks the counts).
+	summarized map[string]bool
+}
+
+type evidenceKey struct {
+	stream string
+	msg    domain.MessageID
+}
+
+type writeKey struct {
+	exec    domain.ExecutionID
+	command string
+	reason  domain.Reason
+}
+
+// evidenceKey is where a refused presentation's evidence is recorded.
+func (r seenRefusal) evidenceKey() evidenceKey {
+	stream := r.op.StreamName()
+	if r.reason == domain.ReasonOperationUnknown {
+		stream = domain.EvidenceStream
 	}
-	presented := map[key]bool{}
-	type wkey struct {
-		exec    domain.ExecutionID
-		command string
-		reason  domain.Reason
-	}
-	refusedWrites := map[wkey]bool{}
-	// Streams whose refusals past the evidence bound were counted into a
-	// summary: a refusal not recorded one by one is accounted for there
-	// (audit verify checks the counts).
-	summarized := map[string]bool{}
-	for _, rec := range fv.events {
+	return evidenceKey{stream, r.msg}
+}
+
+func (r seenWriteRefusal) evidenceKey() writeKey { return writeKey{r.exec, r.command, r.reason} }
+
+// evidenceIn reads the evidence of refusals in events; forged is told of
+// every executor event (its actor).
+func evidenceIn(events []eventstore.RecordedEvent, forged ...func(rec eventstore.RecordedEvent, actor string)) evidence {
+	ev := evidence{presented: map[evidenceKey]bool{}, refusedWrites: map[writeKey]bool{}, summarized: map[string]bool{}}
+	for _, rec := range events {
 		switch rec.Type {
 		case domain.TypeDeliveryDuplicated, domain.TypePresentationRejected, domain.TypeWriteRefused, domain.TypeRefusalsSummarized,
 			domain.TypeOutcomeRecorded, domain.TypeLateOutcomeRecorded, domain.TypeLeaseRenewed, domain.TypeOutcomeUnknown:
@@ -238,35 +268,42 @@ func (w *World) checkEvidence(fv *finalView, fail func(string, string, ...any)) 
 		if err != nil {
 			continue // audit-verify reports it
 		}
-		if op, evidence, ok := domain.OperationOfStream(rec.StreamID); ok && evidence {
-			rec.StreamID = op.StreamName() // an operation's evidence is its own
+		if op, inEvidence, ok := domain.OperationOfStream(rec.StreamID); ok && inEvidence {
+			rec.StreamID = op.StreamName() // an operation's evidence stream is its own
 		}
-		switch ev := d.Event.(type) {
+		switch e := d.Event.(type) {
 		case domain.RefusalsSummarized:
-			summarized[rec.StreamID] = true
+			ev.summarized[rec.StreamID] = true
 		case domain.DeliveryDuplicated:
-			presented[key{rec.StreamID, ev.MessageID}] = true
+			ev.presented[evidenceKey{rec.StreamID, e.MessageID}] = true
 		case domain.PresentationRejected:
-			presented[key{rec.StreamID, ev.MessageID}] = true
+			ev.presented[evidenceKey{rec.StreamID, e.MessageID}] = true
 		case domain.WriteRefused:
-			refusedWrites[wkey{ev.ExecutionID, ev.Command, ev.Reason}] = true
+			ev.refusedWrites[writeKey{e.ExecutionID, e.Command, e.Reason}] = true
 		default:
-			if d.Meta.Actor == intruder {
-				fail(CheckForgedRefused, "%s@%d: %s written by the intruder, who never held the lease", rec.StreamID, rec.Version, rec.Type)
+			for _, f := range forged {
+				f(rec, d.Meta.Actor)
 			}
 		}
 	}
-	for _, r := range w.obs.refusals {
-		stream := r.op.StreamName()
-		if r.reason == domain.ReasonOperationUnknown {
-			stream = domain.EvidenceStream
+	return ev
+}
+
+// checkEvidence: what the roles were refused is in the log.
+func (w *World) checkEvidence(fv *finalView, fail func(string, string, ...any)) {
+	ev := evidenceIn(fv.events, func(rec eventstore.RecordedEvent, actor string) {
+		if actor == intruder {
+			fail(CheckForgedRefused, "%s@%d: %s written by the intruder, who never held the lease", rec.StreamID, rec.Version, rec.Type)
 		}
-		if !presented[key{stream, r.msg}] && !summarized[stream] {
-			fail(CheckRefusalRecorded, "%s: %s of message %s (%s) is not recorded in %s", r.op, r.status, r.msg, r.reason, stream)
+	})
+	presented, refusedWrites := ev.presented, ev.refusedWrites
+	for _, r := range w.obs.refusals {
+		if k := r.evidenceKey(); !presented[k] && !ev.summarized[k.stream] {
+			fail(CheckRefusalRecorded, "%s: %s of message %s (%s) is not recorded in %s", r.op, r.status, r.msg, r.reason, k.stream)
 		}
 	}
 	for _, r := range w.obs.writeRefusals {
-		if !refusedWrites[wkey{r.exec, r.command, r.reason}] && !summarized[r.op.StreamName()] {
+		if !refusedWrites[r.evidenceKey()] && !ev.summarized[r.op.StreamName()] {
 			fail(CheckWriteRecorded, "%s: %s for %s refused (%s) but not recorded", r.op, r.command, r.exec, r.reason)
 		}
 	}
@@ -362,4 +399,98 @@ func (w *World) digestLog() {
 	}
 	fmt.Fprintf(w.trace, "provider %d requests %d refunds %d lookups\n",
 		events.ledger.RequestsReceived, events.ledger.RefundsCreated, events.ledger.Lookups)
+}
+
+// checkRefunds: at most one refund per operation; after a lossy failover,
+// at most one inside the provider's key retention (past it, a key the
+// store lost is a new request to the provider: the escalation of the
+// first is what a person acts on).
+func (w *World) checkRefunds(fv *finalView, fail func(string, string, ...any)) {
+	lossy := len(w.cuts) > 0 && fv.ledger.RequestsForgotten == 0
+	lostEscalated := lostEffectsEscalated(fv)
+	created := map[string][]sim.ReceivedRequest{}
+	seen := map[string]bool{}
+	for _, r := range fv.ledger.Requests {
+		if r.RefundID == "" || r.Result == sim.ResultDeclined || seen[r.RefundID] {
+			continue
+		}
+		seen[r.RefundID] = true
+		created[r.OperationID] = append(created[r.OperationID], r)
+	}
+	for _, a := range w.agents {
+		n := fv.ledger.ByOperation[string(a.op)].RefundsCreated
+		if n <= 1 {
+			continue
+		}
+		if !lossy {
+			fail(CheckRefunds, "%s: %d refunds created at the provider", a.op, n)
+			continue
+		}
+		rs := created[string(a.op)]
+		for i := 1; i < len(rs); i++ {
+			gap := rs[i].ReceivedAt.Sub(rs[i-1].ReceivedAt)
+			if gap >= w.profile.KeyRetention && w.profile.KeyRetention > 0 {
+				continue
+			}
+			if lostEscalated[rs[i-1].RefundID] || lostEscalated[rs[i].RefundID] {
+				// Finding 4 (docs/simulation.md): counted, not failed, while
+				// one of the two is escalated to a person.
+				w.secondRefunds = append(w.secondRefunds, fmt.Sprintf("%s: refunds %s and %s created %s apart, inside %s's key retention (%s); one escalated",
+					a.op, rs[i-1].RefundID, rs[i].RefundID, gap, w.profile.Name, w.profile.KeyRetention))
+				continue
+			}
+			fail(CheckRefunds, "%s: refunds %s and %s created %s apart, inside %s's key retention (%s), neither escalated",
+				a.op, rs[i-1].RefundID, rs[i].RefundID, gap, w.profile.Name, w.profile.KeyRetention)
+		}
+	}
+}
+
+// lostEffectsEscalated are the provider references and keys that a
+// LostEffectEscalated names, in an operation's stream or the unattributed
+// evidence stream.
+func lostEffectsEscalated(fv *finalView) map[string]bool {
+	out := map[string]bool{}
+	for _, rec := range fv.events {
+		if rec.Type != domain.TypeLostEffectEscalated {
+			continue
+		}
+		d, err := codec.DecodeRecorded(rec)
+		if err != nil {
+			continue
+		}
+		if ev, ok := d.Event.(domain.LostEffectEscalated); ok {
+			out[ev.ProviderReference] = ev.ProviderReference != ""
+			out[string(ev.IdempotencyKey)] = ev.IdempotencyKey != ""
+		}
+	}
+	delete(out, "")
+	return out
+}
+
+// checkRegressions: the API's state cache noticed every stream it was
+// ahead of when it read it, and every regression the API noticed is a
+// LogRegressed in the log (unless a later lossy failover took it too).
+func (w *World) checkRegressions(fv *finalView, fail func(string, string, ...any)) {
+	for _, u := range w.obs.unnoticed {
+		fail(CheckRegressionNoticed, "%s: at %s the API's state cache held version %d (event %s), the store held %d, and reading it noticed nothing",
+			u.op, fmtOffset(u.at.Sub(Start)), u.seen, u.anchorID, u.held)
+	}
+	recorded := map[string]bool{}
+	for _, rec := range fv.events {
+		if rec.StreamID != domain.RegressionStream || rec.Type != domain.TypeLogRegressed {
+			continue
+		}
+		d, err := codec.DecodeRecorded(rec)
+		if err != nil {
+			continue
+		}
+		if ev, ok := d.Event.(domain.LogRegressed); ok {
+			recorded[ev.Stream] = true
+		}
+	}
+	for _, n := range w.obs.notices {
+		if n.proc == w.apiProc.name && n.cuts == len(w.cuts) && !recorded[n.stream] {
+			fail(CheckRegressionNoticed, "the API's %s noticed %s go back at %s; no LogRegressed records it", n.cache, n.stream, fmtOffset(n.at.Sub(Start)))
+		}
+	}
 }

@@ -62,7 +62,8 @@ func TestParseFaults(t *testing.T) {
 	require.Equal(t, simworld.AllFaults, all)
 	store, err := simworld.ParseFaults("store-*")
 	require.NoError(t, err)
-	require.Equal(t, []simworld.Fault{simworld.FaultStoreReadFail, simworld.FaultStoreWriteFail, simworld.FaultStoreCommitLost, simworld.FaultStoreOutage}, store.List())
+	require.Equal(t, []simworld.Fault{simworld.FaultStoreReadFail, simworld.FaultStoreWriteFail, simworld.FaultStoreCommitLost, simworld.FaultStoreOutage,
+		simworld.FaultStoreFailover, simworld.FaultStoreFailoverLossy}, store.List())
 	most, err := simworld.ParseFaults("-clock-jump,-provider-*")
 	require.NoError(t, err)
 	require.False(t, most.Has(simworld.FaultClockJump))

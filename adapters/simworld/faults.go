@@ -17,6 +17,14 @@ const (
 	FaultStoreWriteFail  Fault = "store-write-fail"  // one append is not written and answers ErrUnavailable
 	FaultStoreCommitLost Fault = "store-commit-lost" // one append is written, and answers ErrUnavailable
 	FaultStoreOutage     Fault = "store-outage"      // every call fails for a while
+	// A synchronous standby takes over: the calls in flight are reset (an
+	// append in flight committed or not, its answer lost) and the store is
+	// unreachable until the promote; nothing acknowledged is lost.
+	FaultStoreFailover Fault = "store-failover"
+	// An asynchronous standby takes over without the last 1–8 committed
+	// transactions (events, and the relays' checkpoints saved after them):
+	// the log goes back. The memory store only (memory.Store.LoseLast).
+	FaultStoreFailoverLossy Fault = "store-failover-lossy"
 )
 
 // Provider faults: the provider simulator's own (adapters/provider/sim),
@@ -81,6 +89,7 @@ var Faults = []Fault{
 	FaultAgentRedecide, FaultAgentRevoke, FaultAgentSecondCap, FaultAgentForgedWrite,
 	// Kinds added later go last: a spec's fault set names kinds by position.
 	FaultProviderDecline,
+	FaultStoreFailover, FaultStoreFailoverLossy,
 }
 
 // FaultSet is a set of fault kinds, one bit per index in Faults.

@@ -1,6 +1,7 @@
 package simworld
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"opledger/adapters/provider"
 	"opledger/adapters/roles"
 	"opledger/adapters/transport"
+	"opledger/domain/audit"
 	"opledger/domain/ledger"
 	"opledger/domain/recovery"
 	"opledger/domain/setaside"
@@ -35,6 +37,8 @@ type serveProc struct {
 	reconciler *recovery.Reconciler
 	sweepView  *view
 	reconView  *view
+	notices    *noticing // the process's regression recorder
+	exportRead int       // the step at which the reconciler read the provider's export in its round (0: not)
 	// a pass in progress, and when the next is due
 	sweeping, reconciling *thread
 	nextSweep, nextRecon  time.Time
@@ -52,6 +56,8 @@ const relayPause = time.Nanosecond
 
 func newServeProc(w *World, incarnation int) *serveProc {
 	sp := &serveProc{w: w, p: newProcess(w.ctx, "serve", incarnation)}
+	sp.notices = newNoticing(w, sp.p)
+	heads := newHeadCache(w, sp.notices) // one store, one head cache, for all of serve's roles
 	now := w.clock.Now()
 	sp.nextSweep, sp.nextRecon = now.Add(sweepInterval), now.Add(reconcileInterval)
 	n := &network{w: w, p: sp.p, name: "reconciler", current: func() *thread { return sp.reconciling }, sendTimeout: sendTimeout,
@@ -63,18 +69,19 @@ func newServeProc(w *World, incarnation int) *serveProc {
 	built, err := roles.Build(roles.Config{
 		Store: w.inner, Clock: w.clock, Logger: w.log, SetAside: w.setAside,
 		View: func(name string) eventstore.Store {
-			v := &view{w: w, p: sp.p, name: name, poll: strings.HasPrefix(name, roles.Relay+" ")}
+			v := &view{w: w, p: sp.p, name: name, poll: strings.HasPrefix(name, roles.Relay+" "), heads: heads}
 			if name == roles.Index {
 				v.name = "serve/index"
 			}
 			views[name] = v
 			return v
 		},
-		Ledger:  func(store eventstore.Store) (*ledger.Handler, error) { return w.newHandler(store.(*view)), nil },
-		Sweeper: &recovery.SweeperConfig{},
-		Reconciler: &recovery.ReconcilerConfig{Provider: shim, Profile: w.profile, CallTimeout: reconcilerCallTimeout,
-			Exports: exports, ExportProfile: exports.Profile()},
-		Relays: &transport.RelaysConfig{Checkpoints: (*checkpoints)(w), Publisher: w.transport,
+		Ledger: func(store eventstore.Store) (*ledger.Handler, error) {
+			return w.newHandler(store.(*view), sp.notices, ""), nil
+		},
+		Sweeper:    &recovery.SweeperConfig{},
+		Reconciler: sp.reconcilerConfig(shim, exports),
+		Relays: &transport.RelaysConfig{Checkpoints: (*checkpoints)(w), Publisher: w.transport, Regressions: sp.notices,
 			Tune: func(c *transport.RelayConfig) {
 				c.Policy = setaside.Policy{MaxAttempts: 3, Backoff: relayPause, MaxBackoff: relayPause}
 				c.LeaderRetry, c.LeaderCheck, c.PollMin, c.PollMax, c.FailureBackoff = relayPause, time.Hour, relayPause, relayPause, relayPause
@@ -89,6 +96,36 @@ func newServeProc(w *World, incarnation int) *serveProc {
 		sp.relays = append(sp.relays, &relayRole{relay: r, view: views[roles.Relay+" "+r.Name()]})
 	}
 	return sp
+}
+
+// exportEvery is how often the lost-effect check reads the provider's
+// export when no regression prompts it (serve's --provider-export).
+const exportEvery = time.Minute
+
+// reconcilerConfig is serve's reconciler: its provider client, the
+// export-delivery client, and, in a schedule that may lose commits, the
+// provider's export for the lost-effect check (as a serve given
+// --provider-export reads it: a file, read whole; no fault touches it).
+func (sp *serveProc) reconcilerConfig(shim *callShim, exports *provider.ExportClient) *recovery.ReconcilerConfig {
+	w := sp.w
+	cfg := &recovery.ReconcilerConfig{Provider: shim, Profile: w.profile, CallTimeout: reconcilerCallTimeout,
+		Exports: exports, ExportProfile: exports.Profile()}
+	if w.swarm.on(FaultStoreFailoverLossy) {
+		cfg.ExportEvery = exportEvery
+		cfg.Export = func(context.Context) (audit.ProviderExport, error) {
+			if sp.p.dead.Load() {
+				return nil, errProcessDead
+			}
+			var b bytes.Buffer
+			if err := w.sim.WriteLedgerExport(&b); err != nil {
+				return nil, err
+			}
+			sp.exportRead = w.step
+			w.tracef(sp.p, "reconciler reads the provider's export")
+			return provider.ExportReader(w.profile.Name, &b)
+		}
+	}
+	return cfg
 }
 
 // newExportClient returns the real export-delivery client over n (the
@@ -138,7 +175,13 @@ func (sp *serveProc) reconcile() {
 		sp.reconciling, sp.reconView.current = t, t
 		t.onDone = func() { sp.reconciling = nil }
 	}, func(ctx context.Context) {
+		sp.notices.flush(ctx)
+		sp.w.apiNotices.flush(ctx) // the API is serve's: its recorder is flushed by serve's loop too
+		sp.exportRead = 0
 		steps, err := sp.reconciler.ReconcileOnce(ctx)
+		if err == nil && sp.exportRead > 0 && !sp.p.dead.Load() {
+			sp.w.exportScannedStep = sp.exportRead
+		}
 		for _, st := range steps {
 			sp.w.tracef(sp.p, "reconciler: %s %s", st.Ref.ExecutionID, st.Verdict)
 		}
@@ -187,6 +230,7 @@ func (c *checkpoints) Save(_ context.Context, name, position string) error {
 		return errors.New("simulated: checkpoint not saved")
 	}
 	w.checkpointsSaved[name] = position
+	w.cpHistory = append(w.cpHistory, checkpointSave{name: name, position: position, tx: len(w.txLens)})
 	for _, r := range w.serve.relays {
 		if r.relay.Name() == name {
 			r.view.saved()

@@ -55,8 +55,14 @@ type Summary struct {
 	// SettleMax and SettleStepsMax are the longest settle phase (world's
 	// clock, steps) of any schedule that settled: how close the sweep came
 	// to the liveness bound (SettleBound, MaxSettleSteps).
-	SettleMax      string `json:"settle_max"`
-	SettleStepsMax int    `json:"settle_steps_max"`
+	// SecondRefundsAfterLoss counts schedules in which, after a lossy
+	// failover, an operation had a second refund inside the provider's key
+	// retention, one of the two escalated (finding 4 of
+	// docs/simulation.md); SecondRefundExample is the first's spec.
+	SecondRefundsAfterLoss int    `json:"second_refunds_after_loss,omitempty"`
+	SecondRefundExample    string `json:"second_refund_example,omitempty"`
+	SettleMax              string `json:"settle_max"`
+	SettleStepsMax         int    `json:"settle_steps_max"`
 	// TraceHash is the SHA-256 of the schedules' trace hashes, in order:
 	// the same seed and options give the same hash.
 	TraceHash     string   `json:"trace_hash"`
@@ -155,6 +161,12 @@ func Sweep(ctx context.Context, o SweepOptions) (Summary, error) {
 			sum.FaultsInjected[f] += n
 		}
 		h.Write([]byte(r.TraceHash))
+		if len(r.SecondRefunds) > 0 {
+			sum.SecondRefundsAfterLoss++
+			if sum.SecondRefundExample == "" {
+				sum.SecondRefundExample = r.Spec.String()
+			}
+		}
 		if r.OK() {
 			continue
 		}

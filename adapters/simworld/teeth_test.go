@@ -33,6 +33,8 @@ var teeth = []struct {
 	{simbug.TimeoutAsNotApplied, 600},    // 23, 75, 87
 	{simbug.StaleEpochAccepted, 300},     // 12, 29, 54
 	{simbug.LeaseSecretUnchecked, 50},    // 3, 7, 8
+	// only schedules with store-failover-lossy can show it
+	{simbug.StateCacheTrustsShorterStream, 200}, // 8, 33, 42
 }
 
 func TestPlantedBugs(t *testing.T) {

@@ -25,9 +25,11 @@ type view struct {
 	// with: read to the end and saved its checkpoint (or read nothing).
 	poll     bool
 	lastPoll int64
-	failed   bool  // the last poll failed
-	unsaved  bool  // the last poll read events whose checkpoint is not saved yet
-	readAt   int64 // the append count at that poll
+	// heads is the process's store connection's head cache (nil: none).
+	heads   *headCache
+	failed  bool  // the last poll failed
+	unsaved bool  // the last poll read events whose checkpoint is not saved yet
+	readAt  int64 // the append count at that poll
 }
 
 var _ eventstore.Store = (*view)(nil)
@@ -57,18 +59,43 @@ func (v *view) enter(ctx context.Context, op string) error {
 
 func (v *view) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events []eventstore.EventData) (eventstore.AppendResult, error) {
 	op := "append " + stream
+	epoch, cuts := v.w.failovers, len(v.w.cuts)
 	if err := v.enter(ctx, op); err != nil {
 		return eventstore.AppendResult{}, err
 	}
+	if v.w.failovers != epoch {
+		// In flight when the primary was lost: committed (and replicated)
+		// or not, the answer lost with the connection; an asynchronous
+		// standby lost it either way.
+		if v.w.rng.chance(0.5) && len(v.w.cuts) == cuts {
+			if _, err := v.w.inner.Append(ctx, stream, expected, events); err == nil {
+				v.w.appends++
+				v.w.committed()
+			}
+		}
+		v.w.tracef(v.p, "%s: %s reset by the failover", v.name, op)
+		return eventstore.AppendResult{}, v.unavailable(op, "connection reset by the failover")
+	}
 	if v.w.inject(v.p, FaultStoreWriteFail, "%s %s (%s)", v.name, op, events[0].Type) {
 		return eventstore.AppendResult{}, v.unavailable(op, "write failed")
+	}
+	if v.heads != nil && !v.heads.beforeAppend(ctx, stream, expected) {
+		held := eventstore.NoStreamVersion
+		if page, err := v.w.inner.ReadStream(ctx, stream, 0, 100_000); err == nil && len(page) > 0 {
+			held = page[len(page)-1].Version
+		}
+		return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: held}
 	}
 	lost := v.w.inject(v.p, FaultStoreCommitLost, "%s %s (%s)", v.name, op, events[0].Type)
 	res, err := v.w.inner.Append(ctx, stream, expected, events)
 	if err == nil {
 		v.w.appends++
+		v.w.committed()
 		if lost {
 			return eventstore.AppendResult{}, v.unavailable(op, "committed, answer lost")
+		}
+		if v.heads != nil {
+			v.heads.appended(stream, res, events)
 		}
 	}
 	return res, err
@@ -76,13 +103,21 @@ func (v *view) Append(ctx context.Context, stream string, expected eventstore.Ex
 
 func (v *view) ReadStream(ctx context.Context, stream string, from int64, limit int) ([]eventstore.RecordedEvent, error) {
 	op := "read " + stream
+	epoch := v.w.failovers
 	if err := v.enter(ctx, op); err != nil {
 		return nil, err
+	}
+	if v.w.failovers != epoch {
+		return nil, v.unavailable(op, "connection reset by the failover")
 	}
 	if v.w.inject(v.p, FaultStoreReadFail, "%s %s", v.name, op) {
 		return nil, v.unavailable(op, "read failed")
 	}
-	return v.w.inner.ReadStream(ctx, stream, from, limit)
+	page, err := v.w.inner.ReadStream(ctx, stream, from, limit)
+	if err == nil && v.heads != nil {
+		v.heads.read(ctx, stream, from, limit, page)
+	}
+	return page, err
 }
 
 func (v *view) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {

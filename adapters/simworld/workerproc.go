@@ -22,13 +22,14 @@ const (
 // dispatcher, on its own connection to the store and to the provider,
 // handling one delivery at a time.
 type workerProc struct {
-	w      *World
-	id     string
-	p      *process
-	view   *view
-	ledger *ledger.Handler
-	disp   *transport.Dispatcher
-	tasks  int
+	w       *World
+	id      string
+	p       *process
+	view    *view
+	ledger  *ledger.Handler
+	notices *noticing // the process's regression recorder
+	disp    *transport.Dispatcher
+	tasks   int
 
 	// the delivery in hand
 	task    *thread
@@ -50,8 +51,9 @@ const every = leaseDuration / 3
 
 func newWorkerProc(w *World, id string, incarnation int) *workerProc {
 	wp := &workerProc{w: w, id: id, p: newProcess(w.ctx, id, incarnation)}
-	wp.view = &view{w: w, p: wp.p, name: id}
-	wp.ledger = w.newHandler(wp.view)
+	wp.notices = newNoticing(w, wp.p)
+	wp.view = &view{w: w, p: wp.p, name: id, heads: newHeadCache(w, wp.notices)}
+	wp.ledger = w.newHandler(wp.view, wp.notices, domain.CacheWorker)
 	n := &network{w: w, p: wp.p, name: id, current: func() *thread { return wp.task }, sendTimeout: sendTimeout,
 		sender: func(string, string) domain.ExecutionID { return wp.exec }}
 	var wk *worker.Worker
@@ -133,7 +135,10 @@ func (wp *workerProc) deliver(m *message, token int) {
 			wp.task, wp.msg = nil, nil
 			wp.w.transport.settle(m, token, wp, inc, wp.result)
 		}
-	}, func(ctx context.Context) { wp.result = wp.disp.Handle(ctx, in) })
+	}, func(ctx context.Context) {
+		wp.notices.flush(ctx)
+		wp.result = wp.disp.Handle(ctx, in)
+	})
 }
 
 // workerLedger is the worker's Ledger (and the dispatcher's Evidence): the

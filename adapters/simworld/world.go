@@ -78,6 +78,21 @@ type World struct {
 	setAside         *setaside.Memory
 	checkpointsSaved map[string]string
 
+	// failovers (failover.go)
+	failovers         int   // every failover so far: a call in flight across one is reset
+	txLens            []int // the log's length after each transaction (a store that can lose them)
+	cpHistory         []checkpointSave
+	cuts              []cut
+	lostKeys          map[keyOf]bool
+	lostExecs         map[domain.ExecutionID]bool
+	open              bool            // an execution was open at the last look (lossyQuiet)
+	openAt            int64           // w.appends+1 at that look (0: none yet)
+	secondRefunds     []string        // second refunds inside the key retention after a lossy failover, one escalated (finding 4)
+	exportScannedStep int             // the step at which the reconciler read the provider's export in its last round that checked it whole
+	lastOpenStep      int             // the last step the settle phase saw an execution open, after a lossy failover
+	apiNotices        *noticing       // the API process's regression recorder
+	oracle            *ledger.Handler // reads the store directly, no cache: the world's own look
+
 	obs observations
 }
 
@@ -95,6 +110,7 @@ func newWorld(ctx context.Context, spec Spec, opts Options, store eventstore.Sto
 		clock: clock.NewManual(Start), rng: newRNG(spec.Seed), log: opts.Logger,
 		trace: sha256.New(), injected: map[Fault]int{}, inner: store, keys: map[string]bool{}, sentFor: map[int64]domain.ExecutionID{},
 		restartAt: map[*workerProc]time.Time{}, setAside: &setaside.Memory{}, checkpointsSaved: map[string]string{},
+		lostKeys: map[keyOf]bool{}, lostExecs: map[domain.ExecutionID]bool{},
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -112,7 +128,11 @@ func newWorld(ctx context.Context, spec Spec, opts Options, store eventstore.Sto
 		return nil, err
 	}
 	w.apiProc = newProcess(ctx, "api", 1)
-	w.api = w.newHandler(&view{w: w, p: w.apiProc, name: "api"})
+	w.apiNotices = newNoticing(w, w.apiProc)
+	w.api = w.newHandler(&view{w: w, p: w.apiProc, name: "api", heads: newHeadCache(w, w.apiNotices)}, w.apiNotices, "")
+	if w.oracle, err = ledger.New(ledger.Config{Store: w.inner, Clock: w.clock, Logger: w.log, StateCacheEntries: -1}); err != nil {
+		return nil, err
+	}
 	w.transport = &simTransport{w: w}
 	nWorkers := 2 + w.rng.intn(2)
 	for i := range nWorkers {
@@ -125,8 +145,9 @@ func newWorld(ctx context.Context, spec Spec, opts Options, store eventstore.Sto
 	return w, nil
 }
 
-// newHandler is a command handler on v, its ids minted by the world.
-func (w *World) newHandler(v *view) *ledger.Handler {
+// newHandler is a command handler on v, its ids minted by the world, its
+// regressions told to regressions as cache (default domain.CacheState).
+func (w *World) newHandler(v *view, regressions eventstore.RegressionObserver, cache string) *ledger.Handler {
 	newID := func(prefix string) string {
 		if v.p.dead.Load() {
 			return prefix + "DEAD" // never stored: a dead process's appends fail
@@ -136,6 +157,7 @@ func (w *World) newHandler(v *view) *ledger.Handler {
 	h, err := ledger.New(ledger.Config{
 		Store: v, Clock: w.clock, Logger: w.log, NewID: newID,
 		AppendRetryBackoff: time.Nanosecond, // the handler's resends are immediate: the world's clock does not move under them
+		Regressions:        regressions, CacheName: cache,
 	})
 	if err != nil {
 		panic(err)
@@ -279,6 +301,8 @@ type observations struct {
 	forged        []forgedWrite
 	claims        int
 	claimed       []claimedExec
+	notices       []notice
+	unnoticed     []unnoticed
 }
 
 type claimedExec struct {

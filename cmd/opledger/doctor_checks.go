@@ -325,8 +325,9 @@ func aheadOrBehind(skew time.Duration) string {
 }
 
 // kafkaTopics are the topics the relay writes and the workers read: the
-// relay publishes to existing topics only (topics are provisioned).
-var kafkaTopics = []string{transport.TopicRefundRequests, transport.TopicDeadLetters, transport.TopicSecuritySignals}
+// relay publishes to existing topics only (topics are provisioned); on
+// Kafka serve's relay also publishes the operation feed.
+var kafkaTopics = []string{transport.TopicRefundRequests, transport.TopicDeadLetters, transport.TopicSecuritySignals, transport.TopicOperationFeed}
 
 func (d *doctor) kafka(ctx context.Context) {
 	if d.cfg.brokers == "" {

@@ -81,7 +81,7 @@ func newDeployment(t *testing.T, prefix string) deployment {
 	d.providerURL = srv.URL
 
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, transport.TopicRefundRequests),
-		kfake.SeedTopics(1, transport.TopicDeadLetters, transport.TopicSecuritySignals))
+		kfake.SeedTopics(1, transport.TopicDeadLetters, transport.TopicSecuritySignals, transport.TopicOperationFeed))
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)
 	d.brokers = strings.Join(kc.ListenAddrs(), ",")

@@ -81,7 +81,7 @@ func TestClientImportsOnlyTheStandardLibrary(t *testing.T) {
 func TestNothingBelowCmdImportsCmd(t *testing.T) {
 	t.Parallel()
 	var found []string
-	for _, dir := range []string{"../../adapters", "../../domain", "../../eventstore", "../../projections", "../../scripts", "../../client"} {
+	for _, dir := range []string{"../../adapters", "../../domain", "../../eventstore", "../../projections", "../../scripts", "../../client", "../../inbox"} {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
 				return err

@@ -19,6 +19,7 @@ import (
 	"opledger/domain"
 	"opledger/domain/clock"
 	"opledger/domain/codec"
+	"opledger/domain/simbug"
 	"opledger/eventstore"
 )
 
@@ -208,7 +209,8 @@ type Decision func(state *domain.Operation, now time.Time) ([]domain.Event, erro
 // up with the stream and decide again, up to MaxConflictRetries times. It
 // returns the state after the append, the events appended, and the
 // decision's error (a *domain.Refusal) or the store's. Events returned
-// together with a refusal were recorded.
+// together with a refusal were recorded. The state returned is shared with
+// the handler's cache and other commands: read it, never change it.
 //
 // The state comes from the handler's cache when it holds the operation (a
 // command it ran, or a load), else from the store (from a snapshot when
@@ -280,7 +282,10 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 	defer span.End()
 	decide = span.observe(by, decide)
 	stream := op.StreamName()
+	// shared: state is the cache's, or was handed to it (frozen, see
+	// stateCache): it is cloned before anything is folded into it.
 	state, anchor, cached := h.cache.get(stream)
+	shared := cached
 	try := 0
 	for ; ; try++ {
 		if try > 0 && !h.mayRetry(try-1, state, until) {
@@ -291,7 +296,7 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 			if err != nil {
 				return nil, nil, err
 			}
-			state, anchor, cached = f.state, f.lastID, false
+			state, anchor, cached, shared = f.state, f.lastID, false, f.shared
 		}
 		now := h.cfg.Clock.Now()
 		decided, derr := decide(state, now)
@@ -300,7 +305,7 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 			if cached {
 				// Unfenced: make sure no event came after the cached state,
 				// and that the stream still holds it.
-				f := &folding{state: state, lastID: anchor, remembered: true}
+				f := &folding{state: state, lastID: anchor, remembered: true, shared: shared}
 				if err := h.catchUp(ctx, stream, f); err != nil {
 					h.cache.forget(stream)
 					g, regressed, lerr := h.afterRegression(ctx, stream, err)
@@ -310,12 +315,13 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 					if lerr != nil {
 						return nil, nil, lerr
 					}
-					state, anchor, cached = g.state, g.lastID, false
+					state, anchor, cached, shared = g.state, g.lastID, false, g.shared
 					continue
 				}
-				cached, anchor = false, f.lastID
+				state, anchor, cached, shared = f.state, f.lastID, false, f.shared
 				if f.folded > 0 {
 					h.cache.put(stream, state, anchor)
+					shared = true
 					continue
 				}
 			}
@@ -336,19 +342,22 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 				h.cfg.Logger.DebugContext(ctx, "version conflict; deciding again", "stream", stream, "try", try+1, "cached", cached)
 				// The events after the state decided on are all that changed,
 				// unless the stream no longer holds the state's last event.
-				f := &folding{state: state, lastID: anchor, remembered: true}
+				f := &folding{state: state, lastID: anchor, remembered: true, shared: shared}
 				cached = false
 				if err := h.catchUp(ctx, stream, f); err != nil {
 					state = nil // load it whole
 					if g, regressed, lerr := h.afterRegression(ctx, stream, err); regressed && lerr == nil {
-						state, anchor = g.state, g.lastID
+						state, anchor, shared = g.state, g.lastID, g.shared
 					}
 					continue
 				}
-				anchor = f.lastID
+				state, anchor, shared = f.state, f.lastID, f.shared
 				continue
 			}
 			return nil, nil, err
+		}
+		if shared {
+			state = state.Clone() // the one copy a command makes: what it appended goes into its own state
 		}
 		for _, e := range events {
 			if err := state.Evolve(e); err != nil {
@@ -403,15 +412,19 @@ func (h *Handler) appendEvents(ctx context.Context, stream string, expected even
 // Load returns operation op's state as the stream holds it now. A stream
 // that does not exist loads as a state whose Exists() is false. When the
 // handler's cache holds the operation, only the cached state's last event
-// (to tell a stream that went back) and the events after it are read.
+// (to tell a stream that went back) and the events after it are read. The
+// state is shared with the handler's cache and other commands: read it,
+// never change it.
 func (h *Handler) Load(ctx context.Context, op domain.OperationID) (*domain.Operation, error) {
 	stream := op.StreamName()
 	if state, anchor, ok := h.cache.get(stream); ok {
-		f := &folding{state: state, lastID: anchor, remembered: true}
+		f := &folding{state: state, lastID: anchor, remembered: true, shared: true}
 		err := h.catchUp(ctx, stream, f)
 		if err == nil {
-			h.cache.put(stream, state, f.lastID)
-			return state, nil
+			if f.folded > 0 {
+				h.cache.put(stream, f.state, f.lastID)
+			}
+			return f.state, nil
 		}
 		h.cache.forget(stream)
 		if g, regressed, lerr := h.afterRegression(ctx, stream, err); regressed {
@@ -453,12 +466,16 @@ func (h *Handler) Kind(ctx context.Context, op domain.OperationID) (domain.Opera
 // (the event at state.Version; lastID "" when none is known). remembered
 // marks a state the handler held from before (its cache, or a load before
 // a conflict): its catch-up checks the stream still holds its last event.
+// shared marks a state others may be reading (the cache's, or one put in
+// it): the first event folded replaces it with a clone, and the state
+// handed out stays as it was.
 type folding struct {
 	state      *domain.Operation
 	folded     int
 	lastID     string
 	lastHash   []byte
 	remembered bool
+	shared     bool
 }
 
 // catchUpProbe is how many events after a cached state the first read of
@@ -495,6 +512,7 @@ func (h *Handler) load(ctx context.Context, stream string) (*folding, error) {
 	h.keepSnapshot(ctx, stream, f)
 	if f.state.Exists() {
 		h.cache.put(stream, f.state, f.lastID)
+		f.shared = true
 	}
 	return f, nil
 }
@@ -526,6 +544,9 @@ func (h *Handler) catchUp(ctx context.Context, stream string, f *folding) error 
 			return fmt.Errorf("load %s: %w", stream, err)
 		}
 		if anchored {
+			if len(page) == 0 && simbug.On(simbug.StateCacheTrustsShorterStream) {
+				return nil // planted: a stream shorter than the cache reads as "nothing new"
+			}
 			if len(page) == 0 || page[0].Version != f.state.Version || page[0].ID != f.lastID {
 				return newRegressionError(stream, f, page)
 			}
@@ -540,8 +561,12 @@ func (h *Handler) catchUp(ctx context.Context, stream string, f *folding) error 
 	}
 }
 
-// foldPage folds page into f; each event must follow the one before.
+// foldPage folds page into f; each event must follow the one before. A
+// shared state is cloned first, when there is an event to fold.
 func (h *Handler) foldPage(stream string, f *folding, page []eventstore.RecordedEvent) error {
+	if f.shared && len(page) > 0 {
+		f.state, f.shared = f.state.Clone(), false
+	}
 	state := f.state
 	for _, rec := range page {
 		if rec.Version != state.Version+1 {

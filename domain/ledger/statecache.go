@@ -28,8 +28,15 @@ const (
 // for newer events before returning it (see Handler.Execute).
 //
 // Bounded by entries and by estimated bytes, least recently used first
-// out. It holds its own copies: get returns a clone, put stores one. Safe
-// for concurrent use.
+// out. Safe for concurrent use.
+//
+// It shares states, never copies them: a state put is frozen, changed by
+// no one after (the handler changes only a state it folded or cloned
+// itself and has not handed out; see folding.shared), so get hands the very state to any number
+// of commands at once, which only read it (Decision's contract). A command
+// that appends folds its events into a clone and puts that; a catch-up
+// clones before folding the first newer event. So no command ever sees
+// another's partial state.
 type stateCache struct {
 	mu         sync.Mutex
 	maxEntries int
@@ -54,7 +61,8 @@ func newStateCache(maxEntries int, maxBytes int64) *stateCache {
 	return &stateCache{maxEntries: maxEntries, maxBytes: maxBytes, byStream: make(map[string]*list.Element), lru: list.New()}
 }
 
-// get returns a copy of stream's cached state and its anchor.
+// get returns stream's cached state, frozen (never to be changed), and its
+// anchor.
 func (c *stateCache) get(stream string) (*domain.Operation, string, bool) {
 	if c == nil {
 		return nil, "", false
@@ -67,7 +75,7 @@ func (c *stateCache) get(stream string) (*domain.Operation, string, bool) {
 	}
 	c.lru.MoveToFront(el)
 	e := el.Value.(*cachedState)
-	return e.state.Clone(), e.anchor, true
+	return e.state, e.anchor, true
 }
 
 // kind returns the kind of stream's cached state, without copying it.
@@ -85,9 +93,11 @@ func (c *stateCache) kind(stream string) (domain.OperationKind, bool) {
 	return el.Value.(*cachedState).state.Kind, true
 }
 
-// put remembers a copy of state as stream's, with the id of the event at
-// its version (anchor), unless a state of a later version is cached
-// already (a slower command finishing after a faster one).
+// put remembers state as stream's, with the id of the event at its
+// version (anchor), unless a state of a later version is cached already (a
+// slower command finishing after a faster one). It takes state as it is,
+// with no copy: the caller must never change state again, whether or not
+// it was kept.
 func (c *stateCache) put(stream string, state *domain.Operation, anchor string) {
 	if c == nil {
 		return
@@ -97,7 +107,6 @@ func (c *stateCache) put(stream string, state *domain.Operation, anchor string) 
 		c.forget(stream)
 		return
 	}
-	copied := state.Clone()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byStream[stream]; ok {
@@ -106,10 +115,10 @@ func (c *stateCache) put(stream string, state *domain.Operation, anchor string) 
 			return
 		}
 		c.bytes += size - e.size
-		e.state, e.anchor, e.size = copied, anchor, size
+		e.state, e.anchor, e.size = state, anchor, size
 		c.lru.MoveToFront(el)
 	} else {
-		c.byStream[stream] = c.lru.PushFront(&cachedState{stream: stream, state: copied, anchor: anchor, size: size})
+		c.byStream[stream] = c.lru.PushFront(&cachedState{stream: stream, state: state, anchor: anchor, size: size})
 		c.bytes += size
 	}
 	for c.lru.Len() > c.maxEntries || c.bytes > c.maxBytes { // each turn removes one: bounded by the entries

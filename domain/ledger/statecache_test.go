@@ -45,21 +45,19 @@ func TestStateCacheBoundedByBytes(t *testing.T) {
 	require.False(t, ok, "a state larger than the whole bound is not kept")
 }
 
-func TestStateCacheHandsOutCopies(t *testing.T) {
+func TestStateCacheSharesStates(t *testing.T) {
 	c := newStateCache(10, 1<<30)
 	o := cachedOp("OP-1", 4, 1)
-	c.put("s", o, "")
-	o.Messages["MSG-late"] = struct{}{} // the caller's copy changes
-	got, _, ok := c.get("s")
+	c.put("s", o, "EV-4")
+	got, anchor, ok := c.get("s")
 	require.True(t, ok)
-	require.NotContains(t, got.Messages, domain.MessageID("MSG-late"))
-	got.Messages["MSG-mine"] = struct{}{}
-	again, _, _ := c.get("s")
-	require.NotContains(t, again.Messages, domain.MessageID("MSG-mine"))
+	require.Same(t, o, got, "get hands out the state put, with no copy")
+	require.Equal(t, "EV-4", anchor)
 
-	c.put("s", cachedOp("OP-1", 2, 0), "") // a slower command finishing late
-	again, _, _ = c.get("s")
-	require.Equal(t, int64(4), again.Version, "an older state never replaces a newer one")
+	c.put("s", cachedOp("OP-1", 2, 0), "EV-2") // a slower command finishing late
+	again, anchor, _ := c.get("s")
+	require.Same(t, o, again, "an older state never replaces a newer one")
+	require.Equal(t, "EV-4", anchor)
 	c.forget("s")
 	_, _, ok = c.get("s")
 	require.False(t, ok)

@@ -363,13 +363,17 @@ func (l *lostEffects) scanExport(ctx context.Context) ([]Step, error) {
 		s, err := l.escalate(ctx, op, domain.ProviderEffect{Reference: rec.Reference, OperationID: op, IdempotencyKey: domain.IdempotencyKey(rec.IdempotencyKey),
 			State: rec.State, AmountMinor: rec.AmountMinor, Currency: rec.Currency, Detail: rec.Status}, domain.LostEffectByExport)
 		if err != nil {
+			l.exportAt = line - 1 // not checked: the next round checks it first
 			return err
 		}
 		steps = append(steps, s...)
+		if len(s) == 0 && !l.settled(ctx, op, rec) {
+			return nil // an open execution under its key: checked again at the next read
+		}
 		if len(l.verified) >= maxVerified {
 			clear(l.verified)
 		}
-		l.verified[rec.Reference] = true // accounted for now, one way or the other
+		l.verified[rec.Reference] = true // accounted for now
 		return nil
 	})
 	switch {
@@ -380,6 +384,28 @@ func (l *lostEffects) scanExport(ctx context.Context) ([]Step, error) {
 	}
 	l.exportNext, l.exportAt = cfg.Clock.Now().Add(cfg.ExportEvery), 0
 	return steps, nil
+}
+
+// settled reports whether an execution of op settled with rec's effect:
+// one that recorded its reference, or one under its key completed without
+// a reference. An execution under its key that is still open accounts for
+// the effect only while it is: past the executor's key retention the same
+// key makes a new effect, and the execution may complete with that one.
+func (l *lostEffects) settled(ctx context.Context, op domain.OperationID, rec audit.ProviderRecord) bool {
+	if l.escalated[rec.Reference] {
+		return true // escalated by this check (its operation may be gone)
+	}
+	state, err := l.r.cfg.Ledger.Load(ctx, op)
+	if err != nil {
+		return false
+	}
+	for _, x := range state.Executions {
+		if rec.Reference != "" && x.ProviderReference == rec.Reference ||
+			x.IdempotencyKey == domain.IdempotencyKey(rec.IdempotencyKey) && x.State == domain.ExecCompleted && x.ProviderReference == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // operationOfKey reads the operation a derived key names

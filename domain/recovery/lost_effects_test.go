@@ -157,3 +157,73 @@ func TestLostEffectFoundInTheExport(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, reads)
 }
+
+// TestLostEffectCheckFailedIsCheckedAgain: an effect of the export whose
+// check failed (its stream could not be read) is the first the next round
+// checks, without waiting for the export's next scheduled read.
+func TestLostEffectCheckFailedIsCheckedAgain(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	c := f.executing("OP-LOST-3")
+	lost := f.client.CreateRefund(f.ctx, domain.RefundRequest{OperationID: "OP-LOST-3", OrderID: "ORD-OP-LOST-3", AmountMinor: 12_000,
+		Currency: "EUR", IdempotencyKey: c.IdempotencyKey})
+	f.store.Store.(*memory.Store).LoseLast(1)
+
+	reads := 0
+	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
+		cfg.ExportEvery = time.Hour
+		cfg.Export = func(context.Context) (audit.ProviderExport, error) {
+			reads++
+			var b bytes.Buffer
+			if err := f.sim.WriteLedgerExport(&b); err != nil {
+				return nil, err
+			}
+			return provider.ExportReader(f.profile.Name, &b)
+		}
+	})
+	f.store.setDown("operation-OP-LOST-3", true)
+	steps, err := r.ReconcileOnce(f.ctx)
+	require.Error(t, err, "the check of the lost effect failed")
+	require.Empty(t, steps)
+	f.store.setDown("operation-OP-LOST-3", false)
+
+	steps, err = r.ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Len(t, steps, 1, "checked again in the next round: %v", steps)
+	require.Equal(t, lost.ProviderReference, f.state("OP-LOST-3").CurrentExecution().ProviderReference)
+	require.Equal(t, 2, reads, "a read not checked to its end is read again in the next round")
+}
+
+// TestLostEffectUnderAnOpenExecutionIsCheckedAgain: an effect of the export
+// under the key of an execution still open is accounted for only while it
+// is open. When the execution completes with another effect (the same key
+// past the provider's key retention makes a new refund), the next read of
+// the export escalates the first.
+func TestLostEffectUnderAnOpenExecutionIsCheckedAgain(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	c := f.executing("OP-LOST-4")
+	first := f.client.CreateRefund(f.ctx, domain.RefundRequest{OperationID: "OP-LOST-4", OrderID: "ORD-OP-LOST-4", AmountMinor: 12_000,
+		Currency: "EUR", IdempotencyKey: c.IdempotencyKey})
+	require.Equal(t, domain.Completed, first.Outcome)
+	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
+		cfg.ExportEvery = time.Hour
+		cfg.Export = func(context.Context) (audit.ProviderExport, error) {
+			var b bytes.Buffer
+			if err := f.sim.WriteLedgerExport(&b); err != nil {
+				return nil, err
+			}
+			return provider.ExportReader(f.profile.Name, &b)
+		}
+	})
+	steps, err := r.ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, steps, "the open execution under its key accounts for it")
+
+	require.NoError(t, f.h.RecordOutcome(f.ctx, "OP-LOST-4", domain.RecordOutcome{ExecutionID: c.ExecutionID, LeaseEpoch: 1,
+		LeaseSecret: f.secrets[c.ExecutionID], Outcome: domain.Completed, ProviderReference: "re_another"}, ledger.Cause{Actor: "worker-a"}))
+	f.clock.Advance(time.Hour)
+	steps, err = r.ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Len(t, steps, 1, "%v", steps)
+	require.Equal(t, recovery.VerdictLostEffect, steps[0].Verdict)
+	require.Equal(t, first.ProviderReference, f.state("OP-LOST-4").CurrentExecution().ProviderReference)
+}

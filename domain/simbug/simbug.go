@@ -44,12 +44,18 @@ const (
 	// LeaseSecretUnchecked: any lease secret, or none, holds the lease
 	// (domain/lease_secret.go).
 	LeaseSecretUnchecked Bug = domain.BugLeaseSecretUnchecked
+	// StateCacheTrustsShorterStream: the command handler's catch-up reads
+	// a stream that ends before its cached state as "nothing new" and
+	// decides on the cached state (domain/ledger/handler.go, catchUp): a
+	// cache that trusts a log that went back.
+	StateCacheTrustsShorterStream Bug = "state-cache-trusts-shorter-stream"
 )
 
 // All lists every bug, in the order docs/simulation.md gives them.
 var All = []Bug{
 	SkipOperationBarrier, ResetConsumedCapability, FreshKeyPerResend,
 	TimeoutAsNotApplied, StaleEpochAccepted, LeaseSecretUnchecked,
+	StateCacheTrustsShorterStream,
 }
 
 // Known reports whether b names a bug of All.
