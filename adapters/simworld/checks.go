@@ -62,6 +62,14 @@ func (w *World) check(quiet bool) []Violation {
 		fail(CheckAudit, "cannot read the log: %v", err)
 		return out
 	}
+	for _, rec := range fv.events {
+		switch rec.Type {
+		case domain.TypeLogRegressed:
+			w.recordedRegressions++
+		case domain.TypeLostEffectEscalated:
+			w.escalatedLost++
+		}
+	}
 	w.checkProvider(fv, fail)
 	w.checkEvidence(fv, fail)
 	w.checkRegressions(fv, fail)

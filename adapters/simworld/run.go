@@ -37,8 +37,12 @@ type Result struct {
 	// escalated to a person: finding 4 of docs/simulation.md, counted
 	// rather than failed.
 	SecondRefunds []string
-	TraceHash     string
-	Timeline      []string
+	// LossyFailovers is how many store-failover-lossy struck; the final log
+	// holds RegressionsRecorded LogRegressed and LostEffectsEscalated
+	// LostEffectEscalated events.
+	LossyFailovers, RegressionsRecorded, LostEffectsEscalated int
+	TraceHash                                                 string
+	Timeline                                                  []string
 }
 
 // OK reports whether the schedule found nothing.
@@ -89,6 +93,7 @@ func run(ctx context.Context, spec Spec, opts Options) (Result, error) {
 	}
 	res.Violations = w.check(quiet)
 	res.SecondRefunds = w.secondRefunds
+	res.LossyFailovers, res.RegressionsRecorded, res.LostEffectsEscalated = len(w.cuts), w.recordedRegressions, w.escalatedLost
 	for _, v := range res.Violations {
 		w.tracef(nil, "VIOLATION %s: %s", v.Check, v.Detail)
 	}

@@ -59,6 +59,12 @@ type Summary struct {
 	// failover, an operation had a second refund inside the provider's key
 	// retention, one of the two escalated (finding 4 of
 	// docs/simulation.md); SecondRefundExample is the first's spec.
+	// LossySchedules counts schedules a store-failover-lossy struck; in
+	// them, the final logs held RegressionsRecorded LogRegressed and
+	// LostEffectsEscalated LostEffectEscalated events in all.
+	LossySchedules         int    `json:"lossy_schedules,omitempty"`
+	RegressionsRecorded    int    `json:"regressions_recorded,omitempty"`
+	LostEffectsEscalated   int    `json:"lost_effects_escalated,omitempty"`
 	SecondRefundsAfterLoss int    `json:"second_refunds_after_loss,omitempty"`
 	SecondRefundExample    string `json:"second_refund_example,omitempty"`
 	SettleMax              string `json:"settle_max"`
@@ -161,6 +167,11 @@ func Sweep(ctx context.Context, o SweepOptions) (Summary, error) {
 			sum.FaultsInjected[f] += n
 		}
 		h.Write([]byte(r.TraceHash))
+		if r.LossyFailovers > 0 {
+			sum.LossySchedules++
+		}
+		sum.RegressionsRecorded += r.RegressionsRecorded
+		sum.LostEffectsEscalated += r.LostEffectsEscalated
 		if len(r.SecondRefunds) > 0 {
 			sum.SecondRefundsAfterLoss++
 			if sum.SecondRefundExample == "" {

@@ -79,19 +79,22 @@ type World struct {
 	checkpointsSaved map[string]string
 
 	// failovers (failover.go)
-	failovers         int   // every failover so far: a call in flight across one is reset
-	txLens            []int // the log's length after each transaction (a store that can lose them)
-	cpHistory         []checkpointSave
-	cuts              []cut
-	lostKeys          map[keyOf]bool
-	lostExecs         map[domain.ExecutionID]bool
-	open              bool            // an execution was open at the last look (lossyQuiet)
-	openAt            int64           // w.appends+1 at that look (0: none yet)
-	secondRefunds     []string        // second refunds inside the key retention after a lossy failover, one escalated (finding 4)
-	exportScannedStep int             // the step at which the reconciler read the provider's export in its last round that checked it whole
-	lastOpenStep      int             // the last step the settle phase saw an execution open, after a lossy failover
-	apiNotices        *noticing       // the API process's regression recorder
-	oracle            *ledger.Handler // reads the store directly, no cache: the world's own look
+	failovers int   // every failover so far: a call in flight across one is reset
+	txLens    []int // the log's length after each transaction (a store that can lose them)
+	cpHistory []checkpointSave
+	cuts      []cut
+	lostKeys  map[keyOf]bool
+	lostExecs map[domain.ExecutionID]bool
+	open      bool  // an execution was open at the last look (lossyQuiet)
+	openAt    int64 // w.appends+1 at that look (0: none yet)
+	// what the final log holds of the failovers: LogRegressed and
+	// LostEffectEscalated events
+	recordedRegressions, escalatedLost int
+	secondRefunds                      []string        // second refunds inside the key retention after a lossy failover, one escalated (finding 4)
+	exportScannedStep                  int             // the step at which the reconciler read the provider's export in its last round that checked it whole
+	lastOpenStep                       int             // the last step the settle phase saw an execution open, after a lossy failover
+	apiNotices                         *noticing       // the API process's regression recorder
+	oracle                             *ledger.Handler // reads the store directly, no cache: the world's own look
 
 	obs observations
 }

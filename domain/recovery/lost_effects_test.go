@@ -227,3 +227,36 @@ func TestLostEffectUnderAnOpenExecutionIsCheckedAgain(t *testing.T) {
 	require.Equal(t, recovery.VerdictLostEffect, steps[0].Verdict)
 	require.Equal(t, first.ProviderReference, f.state("OP-LOST-4").CurrentExecution().ProviderReference)
 }
+
+// TestLostEffectAskedAgainWhileAnExecutionIsOpen: after a regression, an
+// effect accounted for only by an execution still open under its key (a
+// claim made again after the loss) is asked about again each round; when
+// that execution ends NotApplied (its own request made nothing), the lost
+// effect is escalated — with no export to read.
+func TestLostEffectAskedAgainWhileAnExecutionIsOpen(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	ref := f.loseClaim("OP-LOST-5")
+	caps := f.state("OP-LOST-5").Capabilities
+	require.Len(t, caps, 1)
+	var capID domain.CapabilityID
+	for id := range caps {
+		capID = id
+	}
+	out, err := f.h.Claim(f.ctx, "OP-LOST-5", domain.Claim{MessageID: "MSG-OP-LOST-5", CapabilityID: capID, WorkerID: "worker-b",
+		CorrelationID: "COR-OP-LOST-5"})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusClaimed, out.Status, "claimed again: %s", out.Reason)
+
+	r := f.reconciler(nil)
+	steps, err := r.ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, steps, "the open execution under its key accounts for it, for now")
+
+	require.NoError(t, f.h.RecordOutcome(f.ctx, "OP-LOST-5", domain.RecordOutcome{ExecutionID: out.ExecutionID, LeaseEpoch: 1,
+		LeaseSecret: out.LeaseSecret, Outcome: domain.NotApplied, Detail: "connection refused"}, ledger.Cause{Actor: "worker-b"}))
+	steps, err = r.ReconcileOnce(f.ctx)
+	require.NoError(t, err)
+	require.Len(t, steps, 1, "%v", steps)
+	require.Equal(t, recovery.VerdictLostEffect, steps[0].Verdict)
+	require.Equal(t, ref, f.state("OP-LOST-5").CurrentExecution().ProviderReference)
+}
