@@ -62,14 +62,7 @@ func (o *Operation) Claim(cmd Claim, now time.Time) (ClaimResult, error) {
 	cur := o.CurrentExecution()
 	// 1. transport duplicate
 	if _, seen := o.Messages[cmd.MessageID]; seen {
-		r := ClaimResult{Status: StatusDuplicateDelivery, Reason: ReasonDeliveryDuplicate}
-		ev := DeliveryDuplicated{MessageID: cmd.MessageID, CapabilityID: cmd.CapabilityID, WorkerID: cmd.WorkerID, SeenAt: now}
-		if cur != nil {
-			r.ExecutionID, r.ExecutionState = cur.ID, cur.State
-			ev.ExecutionID, ev.ExecutionState = cur.ID, cur.State
-		}
-		r.Events = []Event{ev}
-		return r, nil
+		return o.duplicate(cmd, now), nil
 	}
 	reject := func(status ClaimStatus, reason Reason, replay bool, blocker *Execution, detail string) ClaimResult {
 		ev := PresentationRejected{
@@ -162,6 +155,34 @@ func validateClaim(cmd Claim) error {
 		return r
 	}
 	return nil
+}
+
+// ClaimSeen is Claim of a message the operation's evidence stream records
+// as presented before (refused, or a duplicate): a transport duplicate,
+// like a message an operation's own stream names (refused presentations
+// are kept beside the operation's stream, see EvidenceStreamOf). The
+// command must be well formed and o must exist, as for Claim.
+func (o *Operation) ClaimSeen(cmd Claim, now time.Time) (ClaimResult, error) {
+	if err := validateClaim(cmd); err != nil {
+		return ClaimResult{}, err
+	}
+	if !o.Exists() {
+		return ClaimResult{}, refuse(ReasonOperationUnknown, "no such operation")
+	}
+	return o.duplicate(cmd, now), nil
+}
+
+// duplicate is the answer to a message presented before.
+func (o *Operation) duplicate(cmd Claim, now time.Time) ClaimResult {
+	cur := o.CurrentExecution()
+	r := ClaimResult{Status: StatusDuplicateDelivery, Reason: ReasonDeliveryDuplicate}
+	ev := DeliveryDuplicated{MessageID: cmd.MessageID, CapabilityID: cmd.CapabilityID, WorkerID: cmd.WorkerID, SeenAt: now}
+	if cur != nil {
+		r.ExecutionID, r.ExecutionState = cur.ID, cur.State
+		ev.ExecutionID, ev.ExecutionState = cur.ID, cur.State
+	}
+	r.Events = []Event{ev}
+	return r
 }
 
 // UnattributedPresentation is the evidence of a presentation that cannot be

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,7 @@ type entryView struct {
 // groupView is a run of evidence events, collapsed: what it counts, and a
 // link that expands it (the page again, listing one page of its events).
 type groupView struct {
+	Stream           string // the stream its events are in
 	From, To         int64
 	First, Last      time.Time
 	Events, Refusals int64
@@ -193,7 +195,7 @@ func entriesOf(t *audit.Timeline, op string, expand int64) ([]entryView, int, *g
 			}
 			return out
 		}
-		gv := &groupView{From: g.From, To: g.To, First: g.First, Last: g.Last, Events: g.Events, Refusals: g.Refusals, Summary: g.Summary(), Details: g.Details(),
+		gv := &groupView{Stream: cmp.Or(g.Stream, domain.OperationID(op).StreamName()), From: g.From, To: g.To, First: g.First, Last: g.Last, Events: g.Events, Refusals: g.Refusals, Summary: g.Summary(), Details: g.Details(),
 			ReplaySuspected: g.ReplaySuspected, Anchor: fmt.Sprintf("group-%d", g.From)}
 		gv.ExpandHref = groupHref(op, g.From, -1)
 		if g.From == expand {
@@ -243,9 +245,9 @@ func (c *Console) expandGroup(ctx context.Context, id domain.OperationID, g *gro
 		at = g.From
 	}
 	n := int(min(int64(expandPage), g.To-at+1))
-	recs, err := c.events.ReadStream(ctx, id.StreamName(), at, n)
+	recs, err := c.events.ReadStream(ctx, g.Stream, at, n)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", id.StreamName(), err)
+		return fmt.Errorf("read %s: %w", g.Stream, err)
 	}
 	for _, rec := range recs {
 		row, err := audit.RowOf(rec)

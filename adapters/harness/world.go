@@ -99,7 +99,9 @@ func New(opts Options) (*World, error) {
 		WorkerTimers: NewTimers(), ClientTimers: NewTimers(), Logger: opts.Logger,
 	}
 	var err error
-	w.Ledger, err = ledger.New(ledger.Config{Store: opts.Store, Clock: w.Clock, Logger: opts.Logger})
+	// Its callers are in process and one at a time: a refusal past the
+	// evidence bound waits a millisecond for its summary, not SummaryEvery.
+	w.Ledger, err = ledger.New(ledger.Config{Store: opts.Store, Clock: w.Clock, Logger: opts.Logger, SummaryEvery: time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
@@ -247,11 +249,16 @@ func (w *World) State(ctx context.Context, op domain.OperationID) (*domain.Opera
 	return w.Ledger.Load(ctx, op)
 }
 
-// Evidence returns op's recorded refusals.
+// Evidence returns op's refused presentations recorded one by one: in its
+// evidence stream, and in its stream (as earlier builds recorded them).
 func (w *World) Evidence(ctx context.Context, op domain.OperationID) ([]domain.PresentationRejected, error) {
-	events, err := w.Store.ReadStream(ctx, op.StreamName(), 0, 100_000)
-	if err != nil {
-		return nil, err
+	var events []eventstore.RecordedEvent
+	for _, stream := range []string{op.StreamName(), domain.EvidenceStreamOf(op)} {
+		page, err := w.Store.ReadStream(ctx, stream, 0, 100_000)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, page...)
 	}
 	var out []domain.PresentationRejected
 	for _, rec := range events {

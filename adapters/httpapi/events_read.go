@@ -14,7 +14,9 @@ import (
 
 type eventsResponse struct {
 	OperationID domain.OperationID `json:"operation_id"`
-	Events      []eventView        `json:"events"`
+	// Stream is the stream read: the operation's, or its evidence stream.
+	Stream string      `json:"stream"`
+	Events []eventView `json:"events"`
 	// NextFrom is the version to ask for next (from=), when there may be more.
 	NextFrom *int64 `json:"next_from,omitempty"`
 }
@@ -28,9 +30,11 @@ type eventView struct {
 	Data       json.RawMessage `json:"data"`
 }
 
-// getEvents: GET /v1/operations/{id}/events?from=&limit=, the operation's
-// stream itself (not the read models), each event decoded and checked
-// against this build's schema. Pages of at most MaxPageSize events.
+// getEvents: GET /v1/operations/{id}/events?from=&limit=&stream=, the
+// operation's stream itself (not the read models), or with
+// stream=evidence its evidence stream (what others presented to it:
+// domain.EvidenceStreamOf), each event decoded and checked against this
+// build's schema. Pages of at most MaxPageSize events.
 func (s *Server) getEvents(_ http.ResponseWriter, r *http.Request, _ Principal) (reply, error) {
 	op, err := pathOperation(r)
 	if err != nil {
@@ -46,14 +50,22 @@ func (s *Server) getEvents(_ http.ResponseWriter, r *http.Request, _ Principal) 
 			return reply{}, invalid("from", "from must be a stream version (an integer from 0)")
 		}
 	}
-	recs, err := s.cfg.Ledger.Store().ReadStream(r.Context(), op.StreamName(), from, limit+1)
-	if err != nil {
-		return reply{}, fmt.Errorf("read %s: %w", op.StreamName(), err)
+	stream := op.StreamName()
+	switch which := r.URL.Query().Get("stream"); which {
+	case "", "operation":
+	case "evidence":
+		stream = domain.EvidenceStreamOf(op)
+	default:
+		return reply{}, invalid("stream", "stream must be operation or evidence, not %q", clipText(which))
 	}
-	if len(recs) == 0 && from == 0 {
+	recs, err := s.cfg.Ledger.Store().ReadStream(r.Context(), stream, from, limit+1)
+	if err != nil {
+		return reply{}, fmt.Errorf("read %s: %w", stream, err)
+	}
+	if len(recs) == 0 && from == 0 && stream == op.StreamName() {
 		return reply{}, notFound(string(domain.ReasonOperationUnknown), "no operation %s", op)
 	}
-	resp := eventsResponse{OperationID: op, Events: make([]eventView, 0, min(len(recs), limit))}
+	resp := eventsResponse{OperationID: op, Stream: stream, Events: make([]eventView, 0, min(len(recs), limit))}
 	if len(recs) > limit {
 		next := recs[limit].Version
 		resp.NextFrom, recs = &next, recs[:limit]

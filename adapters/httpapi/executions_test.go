@@ -99,7 +99,7 @@ func TestStaleEpochIsFenced(t *testing.T) {
 	// the stale renewal and outcome, the late Unknown (400), the late epoch
 	// 5 and the late outcome once Completed.
 	refused := 0
-	for _, typ := range e.streamTypes(op.StreamName()) {
+	for _, typ := range e.streamTypes(domain.EvidenceStreamOf(op)) {
 		if typ == domain.TypeWriteRefused {
 			refused++
 		}

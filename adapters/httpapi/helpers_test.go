@@ -86,7 +86,10 @@ func newEnv(t *testing.T, tune func(*httpapi.Config)) *env {
 	require.NoError(t, err)
 	e.regressions, err = regression.NewMonitor(regression.MonitorConfig{Store: store, Clock: e.clock})
 	require.NoError(t, err)
-	e.h, err = ledger.New(ledger.Config{Store: store, Clock: e.clock, AppendRetryBackoff: time.Millisecond, Regressions: recorder})
+	e.h, err = ledger.New(ledger.Config{Store: store, Clock: e.clock, AppendRetryBackoff: time.Millisecond, Regressions: recorder,
+		// Every refusal one by one, its fields asserted: the bound and its
+		// summaries are ledgertest's (HostilePresentationsNeverDelayTheHolder).
+		EvidenceBound: domain.EvidenceBound{Window: time.Hour, PerKey: 256, PerStream: 1024}, SummaryEvery: 10 * time.Millisecond})
 	require.NoError(t, err)
 	e.signer, err = captoken.NewSigner(bytes.Repeat([]byte{42}, captoken.SeedSize))
 	require.NoError(t, err)

@@ -149,6 +149,9 @@ func TestOnlyTheLeaseHolderWrites(t *testing.T) {
 	// its secret compared, never the secret.
 	recs, err := e.store.ReadStream(t.Context(), op.StreamName(), 0, 1000)
 	require.NoError(t, err)
+	evidence, err := e.store.ReadStream(t.Context(), domain.EvidenceStreamOf(op), 0, 1000)
+	require.NoError(t, err)
+	recs = append(recs, evidence...)
 	byB, checks := 0, map[domain.SecretCheck]int{}
 	for _, rec := range recs {
 		require.NotContains(t, string(rec.Data), secretA, "%s holds the secret", rec.Type)
@@ -190,7 +193,7 @@ func TestRefusedExecutorWritesAtTheEdgeAreRecorded(t *testing.T) {
 	e := newEnv(t, nil)
 	op, x := e.execute("edge-1")
 	path := "/v1/executions/" + string(x)
-	before := len(e.streamTypes(op.StreamName()))
+	before := len(e.streamTypes(domain.EvidenceStreamOf(op)))
 	cases := []struct {
 		path, body string
 		status     int
@@ -209,7 +212,7 @@ func TestRefusedExecutorWritesAtTheEdgeAreRecorded(t *testing.T) {
 		r := e.must(c.status, e.call(httpapi.RoleWorker, "POST", c.path, c.body))
 		require.Equal(t, c.field, r.field(), "case %d: %s", i, r.raw)
 	}
-	recs, err := e.store.ReadStream(t.Context(), op.StreamName(), int64(before), 1000)
+	recs, err := e.store.ReadStream(t.Context(), domain.EvidenceStreamOf(op), int64(before), 1000)
 	require.NoError(t, err)
 	require.Len(t, recs, len(cases), "each refusal left its evidence")
 	for i, rec := range recs {

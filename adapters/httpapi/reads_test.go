@@ -60,8 +60,17 @@ func TestReads(t *testing.T) {
 	for _, ev := range r.body["events"].([]any) {
 		types = append(types, ev.(map[string]any)["type"].(string))
 	}
-	require.Equal(t, []string{domain.TypeCapabilityIssued, domain.TypeClaimed, domain.TypeOutcomeRecorded,
-		domain.TypePresentationRejected, domain.TypePresentationRejected, domain.TypePresentationRejected}, types)
+	require.Equal(t, []string{domain.TypeCapabilityIssued, domain.TypeClaimed, domain.TypeOutcomeRecorded}, types)
+	require.Equal(t, "operation-"+string(op), r.body["stream"])
+	// What others presented is in its evidence stream.
+	r = e.must(http.StatusOK, e.call(httpapi.RoleAuditor, "GET", "/v1/operations/"+string(op)+"/events?stream=evidence", nil))
+	require.Equal(t, domain.EvidenceStreamOf(op), r.body["stream"])
+	types = nil
+	for _, ev := range r.body["events"].([]any) {
+		types = append(types, ev.(map[string]any)["type"].(string))
+	}
+	require.Equal(t, []string{domain.TypePresentationRejected, domain.TypePresentationRejected, domain.TypePresentationRejected}, types)
+	e.must(http.StatusBadRequest, e.call(httpapi.RoleAuditor, "GET", "/v1/operations/"+string(op)+"/events?stream=other", nil))
 	require.Nil(t, r.body["next_from"])
 	e.must(http.StatusNotFound, e.call(httpapi.RoleAuditor, "GET", "/v1/operations/OP-NOPE/events", nil))
 

@@ -96,10 +96,12 @@ func TestVerifyReadsTheLogsEarlierBuildsWrote(t *testing.T) {
 }
 
 // TestReplayReadsTheLogsEarlierBuildsWrote: audit replay renders OP-4471
-// from each frozen log as the seed's timeline, exactly as from the story
-// this build writes (testdata/thursday.txt).
+// from each frozen log as the seed's timeline, exactly as the builds that
+// wrote them did (testdata/thursday-earlier.txt: their evidence is in the
+// operation's stream; this build's story keeps it in the evidence stream,
+// testdata/thursday.txt, the same rows in the same order).
 func TestReplayReadsTheLogsEarlierBuildsWrote(t *testing.T) {
-	want, err := os.ReadFile(filepath.Join("testdata", "thursday.txt"))
+	want, err := os.ReadFile(filepath.Join("testdata", "thursday-earlier.txt"))
 	require.NoError(t, err)
 	onEveryLogFixture(t, func(t *testing.T, store eventstore.Store, _ int64) {
 		rows, err := audit.Replay(t.Context(), store, opThursday)

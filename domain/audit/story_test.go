@@ -261,7 +261,7 @@ func (s *story) write() int64 {
 func (s *story) written() int64 {
 	total := streamLength(s.t, s.store, domain.EvidenceStream)
 	for _, op := range storyOperations {
-		total += streamLength(s.t, s.store, op.StreamName())
+		total += streamLength(s.t, s.store, op.StreamName()) + streamLength(s.t, s.store, domain.EvidenceStreamOf(op))
 	}
 	return total
 }

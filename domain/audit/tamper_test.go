@@ -87,7 +87,7 @@ var forgeries = []forgery{
 	},
 	{
 		name:   "delete the last event of a stream",
-		target: lastOf(thursday),
+		target: lastOf(domain.EvidenceStreamOf(opThursday)),
 		rows:   func(t *testing.T, log []row, i int) []row { return slices.Delete(log, i, i+1) },
 		sql: func(t *testing.T, in *insider, log []eventstore.RecordedEvent, i int) {
 			in.sql(t, `DELETE FROM events WHERE event_id = $1`, log[i].ID)

@@ -56,39 +56,75 @@ type TimelineRow struct {
 	Count int64 `json:"count,omitempty"`
 }
 
-// Replay reads operation op's stream straight from the store (never from a
-// projection) and returns one row per event, in version order. It fails on
-// an operation with no events (ErrNoSuchOperation), on a version gap, on an
-// event it cannot decode, and on a stream longer than MaxReplayEvents: an
-// audit trail that cannot be read completely is reported, not rendered in
-// part.
+// Replay reads operation op's history straight from the store (never from
+// a projection) and returns one row per event: its stream's and its
+// evidence stream's (domain.EvidenceStreamOf; those rows name their
+// Stream), merged in the order of the global log. It fails on an operation
+// with no events (ErrNoSuchOperation), on a version gap, on an event it
+// cannot decode, and on a history longer than MaxReplayEvents: an audit
+// trail that cannot be read completely is reported, not rendered in part.
 func Replay(ctx context.Context, store eventstore.Store, op domain.OperationID) ([]TimelineRow, error) {
-	stream := op.StreamName()
+	rows, pos, err := replayStream(ctx, store, op.StreamName(), MaxReplayEvents)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("replay %s: %w", op.StreamName(), ErrNoSuchOperation)
+	}
+	evidence := domain.EvidenceStreamOf(op)
+	erows, epos, err := replayStream(ctx, store, evidence, MaxReplayEvents-len(rows))
+	if err != nil {
+		return nil, err
+	}
+	if len(erows) == 0 {
+		return rows, nil
+	}
+	for i := range erows {
+		erows[i].Stream = evidence
+	}
+	merged := make([]TimelineRow, 0, len(rows)+len(erows))
+	i, j := 0, 0
+	for i < len(rows) || j < len(erows) {
+		if j == len(erows) || (i < len(rows) && pos[i].Compare(epos[j]) < 0) {
+			merged = append(merged, rows[i])
+			i++
+		} else {
+			merged = append(merged, erows[j])
+			j++
+		}
+	}
+	return merged, nil
+}
+
+// replayStream reads stream's rows and their positions, refusing one of
+// more than max events.
+func replayStream(ctx context.Context, store eventstore.Store, stream string, max int) ([]TimelineRow, []eventstore.Position, error) {
 	var rows []TimelineRow
-	for next := int64(0); next < MaxReplayEvents; {
-		page, err := store.ReadStream(ctx, stream, next, min(replayPage, MaxReplayEvents-int(next)))
+	var pos []eventstore.Position
+	for next := int64(0); ; {
+		page, err := store.ReadStream(ctx, stream, next, min(replayPage, max-int(next)+1))
 		if err != nil {
-			return nil, fmt.Errorf("replay %s: %w", stream, err)
+			return nil, nil, fmt.Errorf("replay %s: %w", stream, err)
 		}
 		for _, rec := range page {
 			if rec.Version != next {
-				return nil, fmt.Errorf("replay %s: version %d where %d was due: the stream has a gap", stream, rec.Version, next)
+				return nil, nil, fmt.Errorf("replay %s: version %d where %d was due: the stream has a gap", stream, rec.Version, next)
+			}
+			if int(next) >= max {
+				return nil, nil, fmt.Errorf("replay %s: history longer than %d events: refusing to render it", stream, MaxReplayEvents)
 			}
 			row, err := timelineRow(rec)
 			if err != nil {
-				return nil, fmt.Errorf("replay %s@%d (%s): %w", stream, rec.Version, rec.Position, err)
+				return nil, nil, fmt.Errorf("replay %s@%d (%s): %w", stream, rec.Version, rec.Position, err)
 			}
 			rows = append(rows, row)
+			pos = append(pos, rec.Position)
 			next++
 		}
 		if len(page) < replayPage {
-			if len(rows) == 0 {
-				return nil, fmt.Errorf("replay %s: %w", stream, ErrNoSuchOperation)
-			}
-			return rows, nil
+			return rows, pos, nil
 		}
 	}
-	return nil, fmt.Errorf("replay %s: stream longer than %d events: refusing to render it", stream, MaxReplayEvents)
 }
 
 // timelineRow decodes one stored event into a row.
@@ -118,13 +154,17 @@ func timelineRow(rec eventstore.RecordedEvent) (TimelineRow, error) {
 	return row, nil
 }
 
-// RowOf decodes one stored event of an operation's stream into its row, as
-// Replay does: for a reader that reads the stream itself (the console,
-// which reads only what a stream gained since it last looked).
+// RowOf decodes one stored event of an operation's stream, or of its
+// evidence stream (the row's Stream set), into its row, as Replay does: for
+// a reader that reads the streams itself (the console, which reads only
+// what the streams gained since it last looked).
 func RowOf(rec eventstore.RecordedEvent) (TimelineRow, error) {
 	row, err := timelineRow(rec)
 	if err != nil {
 		return TimelineRow{}, fmt.Errorf("%s@%d (%s): %w", rec.StreamID, rec.Version, rec.Position, err)
+	}
+	if _, evidence, ok := domain.OperationOfStream(rec.StreamID); ok && evidence {
+		row.Stream = rec.StreamID
 	}
 	return row, nil
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -38,6 +39,10 @@ type Tally struct {
 
 // EvidenceGroup is a run of consecutive evidence events of one stream.
 type EvidenceGroup struct {
+	// Stream is the operation's evidence stream when the run is there
+	// (TimelineRow.Stream); "" when it is in the operation's stream (as
+	// earlier builds recorded evidence).
+	Stream      string
 	From, To    int64     // the stream versions of its first and last event
 	First, Last time.Time // their times
 	Events      int64     // events in the run
@@ -57,7 +62,7 @@ func (g *EvidenceGroup) Whole() bool { return g.Events <= int64(len(g.Samples)) 
 
 func (g *EvidenceGroup) add(r TimelineRow) {
 	if g.Events == 0 {
-		g.From, g.First = r.Version, r.Time
+		g.Stream, g.From, g.First = r.Stream, r.Version, r.Time
 	}
 	g.To, g.Last = r.Version, r.Time
 	g.Events++
@@ -121,7 +126,11 @@ func (g *EvidenceGroup) Summary() string {
 	if g.Refusals == 1 {
 		noun = "refusal"
 	}
-	return fmt.Sprintf("%s %s (#%s–#%s: %s)", Thousands(g.Refusals), noun, Thousands(g.From), Thousands(g.To), strings.Join(types, ", "))
+	mark := "#"
+	if g.Stream != "" {
+		mark = "#e"
+	}
+	return fmt.Sprintf("%s %s (%s%s–%s%s: %s)", Thousands(g.Refusals), noun, mark, Thousands(g.From), mark, Thousands(g.To), strings.Join(types, ", "))
 }
 
 // TimelineEntry is one entry of a Timeline: a state-changing event's row,
@@ -132,28 +141,36 @@ type TimelineEntry struct {
 }
 
 // Timeline is an operation's collapsed timeline. The zero value is empty;
-// Add rows in stream order. Not safe for concurrent use.
+// Add rows in the order of the log (Replay's order). Not safe for
+// concurrent use.
 type Timeline struct {
 	Entries []TimelineEntry
-	// Events is how many rows were added; Next the version due next.
-	Events int64
-	Next   int64
+	// Events is how many rows were added; Next the version due next in the
+	// operation's stream, EvidenceNext in its evidence stream.
+	Events       int64
+	Next         int64
+	EvidenceNext int64
 }
 
-// Add folds the stream's next row in. It fails on a row out of order (a
-// gap, or a version seen before): the timeline would not be the stream's.
+// Add folds the next row in: of the operation's stream, or of its evidence
+// stream (r.Stream set). It fails on a row out of its stream's order (a
+// gap, or a version seen before): the timeline would not be the history's.
 func (t *Timeline) Add(r TimelineRow) error {
-	if r.Version != t.Next {
-		return fmt.Errorf("timeline: version %d where %d was due", r.Version, t.Next)
+	next := &t.Next
+	if r.Stream != "" {
+		next = &t.EvidenceNext
+	}
+	if r.Version != *next {
+		return fmt.Errorf("timeline: version %d of %s where %d was due", r.Version, cmp.Or(r.Stream, "the operation's stream"), *next)
 	}
 	t.Events++
-	t.Next++
+	*next++
 	if !domain.IsEvidenceType(r.Event) {
 		t.Entries = append(t.Entries, TimelineEntry{Row: &r})
 		return nil
 	}
 	n := len(t.Entries)
-	if n == 0 || t.Entries[n-1].Group == nil {
+	if n == 0 || t.Entries[n-1].Group == nil || t.Entries[n-1].Group.Stream != r.Stream {
 		t.Entries = append(t.Entries, TimelineEntry{Group: &EvidenceGroup{}})
 		n++
 	}

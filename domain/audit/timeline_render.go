@@ -20,11 +20,11 @@ const TimeLayout = "Mon 2006-01-02 15:04:05.000"
 // message, capability, outcome, reason and detail.
 func WriteTimelineText(w io.Writer, op domain.OperationID, rows []TimelineRow) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "Operation %s: %d events in stream %s\n\n", op, len(rows), op.StreamName())
+	fmt.Fprintf(&b, "Operation %s: %d events in %s\n\n", op, len(rows), streamsOf(op, rows))
 	cells := make([][]string, 0, len(rows))
 	for _, r := range rows {
 		cells = append(cells, []string{
-			strconv.FormatInt(r.Version, 10), r.Time.UTC().Format(TimeLayout), r.Event, dash(r.Actor),
+			rowNumber(r), r.Time.UTC().Format(TimeLayout), r.Event, dash(r.Actor),
 			dash(string(r.Execution)), epoch(r), dash(string(r.Message)), dash(string(r.Capability)),
 			dash(r.Outcome), dash(r.Reason), r.Detail,
 		})
@@ -47,6 +47,27 @@ func WriteTimelineJSON(w io.Writer, op domain.OperationID, rows []TimelineRow) e
 		rows = []TimelineRow{}
 	}
 	return writeJSON(w, "timeline", TimelineJSON{OperationID: op, Stream: op.StreamName(), Events: len(rows), Rows: rows})
+}
+
+// streamsOf names the streams rows come from: "stream operation-OP-1",
+// or "streams operation-OP-1 and evidence-OP-1" when the operation's
+// evidence stream holds some of them.
+func streamsOf(op domain.OperationID, rows []TimelineRow) string {
+	for _, r := range rows {
+		if r.Stream != "" {
+			return "streams " + op.StreamName() + " and " + r.Stream
+		}
+	}
+	return "stream " + op.StreamName()
+}
+
+// rowNumber is a row's version in its stream: "7" in the operation's
+// stream, "e7" in its evidence stream.
+func rowNumber(r TimelineRow) string {
+	if r.Stream != "" {
+		return "e" + strconv.FormatInt(r.Version, 10)
+	}
+	return strconv.FormatInt(r.Version, 10)
 }
 
 func epoch(r TimelineRow) string {
@@ -89,11 +110,11 @@ func WriteTimelineTable(w io.Writer, op domain.OperationID, rows []TimelineRow, 
 	}
 	width = max(width, minTableWidth)
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "Operation %s: %d events in stream %s\n", op, len(rows), op.StreamName())
+	fmt.Fprintf(&b, "Operation %s: %d events in %s\n", op, len(rows), streamsOf(op, rows))
 	cols := fitColumns(narrowColumns, width)
 	cells := make([][]string, len(rows))
 	for i, r := range rows {
-		cells[i] = []string{strconv.FormatInt(r.Version, 10), r.Time.UTC().Format("15:04:05.000"), r.Event, dash(r.Actor),
+		cells[i] = []string{rowNumber(r), r.Time.UTC().Format("15:04:05.000"), r.Event, dash(r.Actor),
 			dash(string(r.Execution)), epoch(r), dash(r.Outcome)}
 	}
 	// Each column is as wide as its widest cell, within its bound.
@@ -234,7 +255,7 @@ func WriteTimelineMermaid(w io.Writer, op domain.OperationID, rows []TimelineRow
 	seq := SequenceOf(rows)
 	var b bytes.Buffer
 	b.WriteString("sequenceDiagram\n")
-	fmt.Fprintf(&b, "    title %s\n", mermaidText(fmt.Sprintf("%s: %d events in stream %s", op, len(rows), op.StreamName())))
+	fmt.Fprintf(&b, "    title %s\n", mermaidText(fmt.Sprintf("%s: %d events in %s", op, len(rows), streamsOf(op, rows))))
 	alias := map[string]string{}
 	workers, operators := 0, 0
 	for _, l := range seq.Lanes {

@@ -44,10 +44,14 @@ func TestReplayReadsLikeTheThursdayTimeline(t *testing.T) {
 		require.NoError(t, audit.WriteTimelineText(&text, opThursday, rows))
 		golden(t, "thursday.txt", text.Bytes())
 
-		for i, r := range rows {
-			require.Equal(t, int64(i), r.Version)
+		next := map[string]int64{}
+		for _, r := range rows {
+			require.Equal(t, next[r.Stream], r.Version, "each stream's rows in version order")
+			next[r.Stream]++
 			require.NotEmpty(t, r.Position)
 		}
+		require.Equal(t, map[string]int64{"": 7, domain.EvidenceStreamOf(opThursday): 3}, next,
+			"the operation's stream holds its state, its evidence stream the duplicate, the refused write and the replay")
 		var js bytes.Buffer
 		require.NoError(t, audit.WriteTimelineJSON(&js, opThursday, rows))
 		var doc audit.TimelineJSON
@@ -147,9 +151,9 @@ func TestSequenceOfTheStory(t *testing.T) {
 	call := find("Claimed", "worker:worker-a", "provider")
 	require.Equal(t, audit.StepInferred, call.Style, "the provider call is implied, never recorded")
 	require.Contains(t, call.Label, "refund-OP-4471-a1")
-	// Steps keep stream order.
+	// Steps keep the history's order.
 	for i := 1; i < len(seq.Steps); i++ {
-		require.LessOrEqual(t, seq.Steps[i-1].Version, seq.Steps[i].Version)
+		require.LessOrEqual(t, seq.Steps[i-1].Row, seq.Steps[i].Row)
 	}
 
 	var m bytes.Buffer

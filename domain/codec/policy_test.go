@@ -572,7 +572,11 @@ func TestThePreviousReleaseReadsEveryRefundStreamAndRefusesAnExportDownloads(t *
 		t.Run(r.name, func(t *testing.T) {
 			refund, err := store.ReadStream(ctx, "operation-OP-4471", 0, 100)
 			require.NoError(t, err)
-			require.Len(t, refund, 6)
+			require.Len(t, refund, 5, "requested, decided, issued, claimed, recorded: the refused MSG-2 is in the evidence stream")
+			evidence, err := store.ReadStream(ctx, "evidence-OP-4471", 0, 100)
+			require.NoError(t, err)
+			require.Len(t, evidence, 1)
+			refund = append(refund, evidence...) // a previous release reads the type, were it to meet it
 			for _, rec := range refund {
 				_, err := r.read(r, rec.Type, rec.Data, rec.Metadata)
 				require.NoError(t, err, "%s@%d", rec.Type, rec.Version)

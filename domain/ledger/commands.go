@@ -143,7 +143,19 @@ func (h *Handler) ClaimAs(ctx context.Context, op domain.OperationID, cmd domain
 		if c.ExecutionID == "" && s.Exists() {
 			c.ExecutionID = domain.ExecutionID(domain.ChildID(domain.PrefixExecution, s.ID, len(s.Executions)+1))
 		}
-		r, err := s.Claim(c, now)
+		claim := s.Claim
+		if _, known := s.Messages[c.MessageID]; !known && s.Exists() {
+			// A message refused before is recorded in the evidence stream,
+			// not in the state: it is a duplicate all the same.
+			seen, err := h.evidence.seenMessage(ctx, op, c.MessageID)
+			if err != nil {
+				return nil, err
+			}
+			if seen {
+				claim = s.ClaimSeen
+			}
+		}
+		r, err := claim(c, now)
 		if err != nil {
 			return nil, err
 		}
@@ -226,9 +238,9 @@ func (h *Handler) RenewLease(ctx context.Context, op domain.OperationID, cmd dom
 	if by.CausationID == "" {
 		by.CausationID = string(cmd.ExecutionID)
 	}
-	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+	_, events, err := h.execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
 		return s.RenewLease(cmd, now)
-	})
+	}, holderLease(cmd.ExecutionID))
 	if err != nil {
 		return domain.LeaseRenewed{}, err
 	}
@@ -236,14 +248,16 @@ func (h *Handler) RenewLease(ctx context.Context, op domain.OperationID, cmd dom
 }
 
 // RecordOutcome records the executor's result, conditional on its epoch and
-// its lease secret. A refusal was recorded (WriteRefused) before it returns.
+// its lease secret. A refusal was recorded (WriteRefused, in the operation's
+// evidence stream) before it returns. Like RenewLease, it retries conflicts
+// with other state writes while the lease lasts (Config.MaxConflictRetries).
 func (h *Handler) RecordOutcome(ctx context.Context, op domain.OperationID, cmd domain.RecordOutcome, by Cause) error {
 	if by.CausationID == "" {
 		by.CausationID = string(cmd.ExecutionID)
 	}
-	_, _, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
+	_, _, err := h.execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {
 		return s.RecordOutcome(cmd, now)
-	})
+	}, holderLease(cmd.ExecutionID))
 	return err
 }
 

@@ -41,8 +41,25 @@ type Config struct {
 	// and event ids (prefix ""). Default: UUIDv7-based.
 	NewID func(prefix string) string
 	// MaxConflictRetries bounds how often one command reloads and decides
-	// again after a version conflict (default 16).
+	// again after a version conflict (default 16). The lease holder's
+	// renewal and outcome retry past it while their lease lasts (by Clock),
+	// up to MaxHolderRetries: their bound is the lease, not the volume of
+	// others' writes.
 	MaxConflictRetries int
+	// MaxHolderRetries bounds the lease holder's retries however long its
+	// lease (default 1024).
+	MaxHolderRetries int
+	// EvidenceBound bounds what an evidence stream records one by one
+	// (default domain.DefaultEvidenceBound; see evidence.go).
+	EvidenceBound domain.EvidenceBound
+	// SummaryEvery is how often, at most, one handler appends a summary of
+	// refusals past the bound per evidence stream, key and window (default
+	// DefaultSummaryEvery); a refusal past the bound waits for the summary
+	// that counts it (see summarizer).
+	SummaryEvery time.Duration
+	// After is how the handler waits out SummaryEvery (default time.After;
+	// a simulation passes its scheduler's).
+	After func(time.Duration) <-chan time.Time
 	// MaxAppendRetries bounds how often an append whose outcome is unknown
 	// (ErrUnavailable) is resent with the same event ids (default 3). A
 	// resend is safe: the store deduplicates by event id.
@@ -88,6 +105,14 @@ func (c *Config) setDefaults() {
 		c.NewID = NewID
 	}
 	c.MaxConflictRetries = cmp.Or(c.MaxConflictRetries, 16)
+	c.MaxHolderRetries = cmp.Or(c.MaxHolderRetries, 1024)
+	if c.EvidenceBound == (domain.EvidenceBound{}) {
+		c.EvidenceBound = domain.DefaultEvidenceBound
+	}
+	c.SummaryEvery = cmp.Or(c.SummaryEvery, DefaultSummaryEvery)
+	if c.After == nil {
+		c.After = time.After
+	}
 	c.MaxAppendRetries = cmp.Or(c.MaxAppendRetries, 3)
 	c.AppendRetryBackoff = cmp.Or(c.AppendRetryBackoff, 50*time.Millisecond)
 	c.MaxStreamEvents = cmp.Or(c.MaxStreamEvents, 100_000)
@@ -107,6 +132,12 @@ func (c *Config) setDefaults() {
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("ledger: config: Store is required")
+	}
+	if err := c.EvidenceBound.Check(); err != nil {
+		return fmt.Errorf("ledger: config: %w", err)
+	}
+	if c.SummaryEvery < 0 || c.MaxHolderRetries < c.MaxConflictRetries {
+		return errors.New("ledger: config: SummaryEvery must not be negative, MaxHolderRetries not below MaxConflictRetries")
 	}
 	if c.MaxConflictRetries < 1 || c.MaxAppendRetries < 0 || c.MaxStreamEvents < 1 || c.ReadPage < 1 || c.StateCacheBytes < 1 {
 		return errors.New("ledger: config: retry bounds, page sizes and the state cache's bytes must be positive")
@@ -134,6 +165,7 @@ type Handler struct {
 	cfg       Config
 	cache     *stateCache
 	snapshots eventstore.SnapshotStore
+	evidence  *evidenceWriter
 }
 
 // New validates cfg and returns a Handler.
@@ -145,7 +177,9 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg, cache: newStateCache(cfg.StateCacheEntries, cfg.StateCacheBytes), snapshots: cfg.Snapshots}, nil
+	h := &Handler{cfg: cfg, cache: newStateCache(cfg.StateCacheEntries, cfg.StateCacheBytes), snapshots: cfg.Snapshots}
+	h.evidence = newEvidenceWriter(h)
+	return h, nil
 }
 
 // Clock returns the handler's clock.
@@ -199,6 +233,51 @@ type Decision func(state *domain.Operation, now time.Time) ([]domain.Event, erro
 // So a request re-sent after a rollback is decided on what the store
 // holds, never answered from memory.
 func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, decide Decision) (*domain.Operation, []domain.Event, error) {
+	return h.execute(ctx, op, by, decide, nil)
+}
+
+// retryUntil returns, for a state, until when (by the handler's clock) a
+// command may retry after conflicts past MaxConflictRetries; the zero time:
+// not past it.
+type retryUntil func(*domain.Operation) time.Time
+
+// holderLease is the retry bound of the lease holder's writes for
+// execution x: its lease's expiry.
+func holderLease(x domain.ExecutionID) retryUntil {
+	return func(s *domain.Operation) time.Time {
+		if e := s.Execution(x); e != nil && e.State == domain.ExecExecuting {
+			return e.LeaseExpiresAt
+		}
+		return time.Time{}
+	}
+}
+
+// mayRetry reports whether a command may decide again after its try-th
+// conflict (0-based) on state.
+func (h *Handler) mayRetry(try int, state *domain.Operation, until retryUntil) bool {
+	if try+1 < h.cfg.MaxConflictRetries {
+		return true
+	}
+	if until == nil || state == nil || try+1 >= h.cfg.MaxHolderRetries {
+		return false
+	}
+	return h.cfg.Clock.Now().Before(until(state))
+}
+
+// splitEvidence separates events into state-changing events, for the
+// operation's stream, and evidence, for its evidence stream.
+func splitEvidence(events []domain.Event) (changes, evidence []domain.Event) {
+	for _, e := range events {
+		if domain.IsEvidence(e) {
+			evidence = append(evidence, e)
+		} else {
+			changes = append(changes, e)
+		}
+	}
+	return changes, evidence
+}
+
+func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, decide Decision, until retryUntil) (*domain.Operation, []domain.Event, error) {
 	ctx, span := startSpan(ctx, op, by) // trace.go: a span only when the caller traces
 	defer span.End()
 	decide = span.observe(by, decide)
@@ -207,7 +286,11 @@ func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, 
 	// stateCache): it is cloned before anything is folded into it.
 	state, anchor, cached := h.cache.get(stream)
 	shared := cached
-	for try := 0; try < h.cfg.MaxConflictRetries; try++ {
+	try := 0
+	for ; ; try++ {
+		if try > 0 && !h.mayRetry(try-1, state, until) {
+			break
+		}
 		if state == nil {
 			f, err := h.load(ctx, stream)
 			if err != nil {
@@ -216,7 +299,8 @@ func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, 
 			state, anchor, cached, shared = f.state, f.lastID, false, f.shared
 		}
 		now := h.cfg.Clock.Now()
-		events, derr := decide(state, now)
+		decided, derr := decide(state, now)
+		events, evidence := splitEvidence(decided)
 		if len(events) == 0 {
 			if cached {
 				// Unfenced: make sure no event came after the cached state,
@@ -241,7 +325,14 @@ func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, 
 					continue
 				}
 			}
-			return state, nil, derr
+			if len(evidence) > 0 {
+				// Evidence only: decided on the stream as it is now, recorded
+				// beside it, never moving its version.
+				if err := h.evidence.record(ctx, op, domain.EvidenceStreamOf(op), state.CorrelationID, by, evidence); err != nil {
+					return nil, nil, err
+				}
+			}
+			return state, evidence, derr
 		}
 		expected := eventstore.Exact(state.Version)
 		last, err := h.appendEvents(ctx, stream, expected, state.CorrelationID, by, now, events)
@@ -276,9 +367,14 @@ func (h *Handler) Execute(ctx context.Context, op domain.OperationID, by Cause, 
 			state.Version++
 		}
 		h.cache.put(stream, state, last)
-		return state, events, derr
+		if len(evidence) > 0 {
+			if err := h.evidence.record(ctx, op, domain.EvidenceStreamOf(op), state.CorrelationID, by, evidence); err != nil {
+				return nil, nil, err
+			}
+		}
+		return state, decided, derr
 	}
-	return nil, nil, fmt.Errorf("%s: %w after %d conflicts", stream, ErrContention, h.cfg.MaxConflictRetries)
+	return nil, nil, fmt.Errorf("%s: %w after %d conflicts", stream, ErrContention, try)
 }
 
 // appendEvents encodes and appends events, resending the very same append

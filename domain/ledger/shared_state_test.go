@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,9 +53,9 @@ func TestSharedStateStaysAsHandedOut(t *testing.T) {
 func TestConcurrentCommandsShareNoPartialState(t *testing.T) {
 	ctx := context.Background()
 	store := memory.New(nil)
-	h, err := ledger.New(ledger.Config{Store: store, MaxConflictRetries: 64})
+	h, err := ledger.New(ledger.Config{Store: store, MaxConflictRetries: 64, SummaryEvery: time.Millisecond})
 	require.NoError(t, err)
-	other, err := ledger.New(ledger.Config{Store: store, MaxConflictRetries: 64})
+	other, err := ledger.New(ledger.Config{Store: store, MaxConflictRetries: 64, SummaryEvery: time.Millisecond})
 	require.NoError(t, err)
 	_, err = h.RequestOperation(ctx, domain.RequestOperation{OperationID: "OP-1", OrderID: "ORD-1", AmountMinor: 100,
 		Currency: "EUR", OrderTotalMinor: 1000, CorrelationID: "COR-1"}, ledger.Cause{})
@@ -120,5 +121,8 @@ func TestConcurrentCommandsShareNoPartialState(t *testing.T) {
 	require.Equal(t, 1, total, "one presentation claims; the others are refused")
 	s, err := h.Load(ctx, "OP-1")
 	require.NoError(t, err)
-	require.Len(t, s.Messages, presenters*presentations, "every presentation is on the state")
+	require.Len(t, s.Messages, 1, "the claim's message is on the state")
+	evidence, err := store.ReadStream(ctx, domain.EvidenceStreamOf("OP-1"), 0, 1000)
+	require.NoError(t, err)
+	require.NotEmpty(t, evidence, "the refused presentations are beside it, in its evidence stream")
 }

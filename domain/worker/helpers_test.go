@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -126,11 +127,16 @@ func (r *rig) state() *domain.Operation {
 	return s
 }
 
-// events decodes the operation's stream.
+// events decodes the operation's stream and its evidence stream, in the
+// order of the log.
 func (r *rig) events() []domain.Event {
 	r.t.Helper()
 	recs, err := r.store.Store.ReadStream(r.t.Context(), r.op.StreamName(), 0, 10_000)
 	require.NoError(r.t, err)
+	evidence, err := r.store.Store.ReadStream(r.t.Context(), domain.EvidenceStreamOf(r.op), 0, 10_000)
+	require.NoError(r.t, err)
+	recs = append(recs, evidence...)
+	slices.SortFunc(recs, func(a, b eventstore.RecordedEvent) int { return a.Position.Compare(b.Position) })
 	out := make([]domain.Event, len(recs))
 	for i, rec := range recs {
 		dec, err := codec.DecodeRecorded(rec)

@@ -62,7 +62,12 @@ func Run(t *testing.T, b Backend) {
 	t.Run("RewrittenStreamNoticed", func(t *testing.T) { t.Parallel(); rewrittenStreamNoticed(t, b) })
 	t.Run("WorkerKeepsTheLostEffect", func(t *testing.T) { t.Parallel(); workerKeepsTheLostEffect(t, b) })
 	t.Run("LostOperationIsEvidence", func(t *testing.T) { t.Parallel(); lostOperationIsEvidence(t, b) })
+	t.Run("HostilePresentationsNeverDelayTheHolder", func(t *testing.T) { t.Parallel(); hostilePresentations(t, b) })
 }
+
+// SummaryEvery is the harness handlers' Config.SummaryEvery: short, so
+// that a refusal past the bound waits little for its summary.
+const SummaryEvery = 20 * time.Millisecond
 
 // Harness is one operation's world: a store, a clock and a handler.
 type Harness struct {
@@ -115,7 +120,7 @@ func NewHarness(t *testing.T, b Backend) *Harness {
 // Handler returns a new handler over store sharing the harness clock.
 func (h *Harness) Handler(store eventstore.Store) *ledger.Handler {
 	hd, err := ledger.New(ledger.Config{Store: store, Clock: h.Clock, AppendRetryBackoff: time.Millisecond, MaxConflictRetries: 64,
-		Regressions: h.Regressions})
+		Regressions: h.Regressions, SummaryEvery: SummaryEvery})
 	require.NoError(h.T, err)
 	return hd
 }
@@ -157,15 +162,28 @@ func (h *Harness) State() *domain.Operation {
 	return s
 }
 
-// CountEvents counts the operation stream's events of type typ.
+// CountEvents counts the operation's events of type typ, in its stream and
+// its evidence stream; a refusal counted by a RefusalsSummarized counts as
+// one event of its type.
 func (h *Harness) CountEvents(typ string) int {
 	h.T.Helper()
-	events, err := h.Store.ReadStream(context.Background(), h.Op.StreamName(), 0, 100_000)
-	require.NoError(h.T, err)
 	n := 0
-	for _, e := range events {
-		if e.Type == typ {
-			n++
+	for _, stream := range []string{h.Op.StreamName(), domain.EvidenceStreamOf(h.Op)} {
+		events, err := h.Store.ReadStream(context.Background(), stream, 0, 100_000)
+		require.NoError(h.T, err)
+		for _, e := range events {
+			if e.Type == typ {
+				n++
+			}
+			if e.Type == domain.TypeRefusalsSummarized {
+				d, err := codec.DecodeRecorded(e)
+				require.NoError(h.T, err)
+				for _, r := range d.Event.(domain.RefusalsSummarized).Reasons {
+					if r.Type == typ {
+						n += int(r.Count)
+					}
+				}
+			}
 		}
 	}
 	return n
@@ -436,7 +454,7 @@ func leaseBoundToHolder(t *testing.T, b Backend) {
 // WriteRefusals decodes the operation stream's WriteRefused events.
 func (h *Harness) WriteRefusals() []domain.WriteRefused {
 	h.T.Helper()
-	events, err := h.Store.ReadStream(context.Background(), h.Op.StreamName(), 0, 100_000)
+	events, err := h.Store.ReadStream(context.Background(), domain.EvidenceStreamOf(h.Op), 0, 100_000)
 	require.NoError(h.T, err)
 	var out []domain.WriteRefused
 	for _, rec := range events {
@@ -525,17 +543,8 @@ func boundedUsesRacing(t *testing.T, b Backend) {
 	require.NoError(t, err)
 	require.Len(t, s.Executions, 3)
 	require.Equal(t, domain.CapConsumed, s.Capabilities[issued.CapabilityID].State)
-	events, err := h.Store.ReadStream(ctx, op.StreamName(), 0, 100_000)
-	require.NoError(t, err)
-	claimed, rejected := 0, 0
-	for _, e := range events {
-		switch e.Type {
-		case domain.TypeClaimed:
-			claimed++
-		case domain.TypePresentationRejected:
-			rejected++
-		}
-	}
-	require.Equal(t, 3, claimed)
-	require.Equal(t, 4*n-3, rejected, "every loser recorded")
+	oh := *h
+	oh.Op = op
+	require.Equal(t, 3, oh.CountEvents(domain.TypeClaimed))
+	require.Equal(t, 4*n-3, oh.CountEvents(domain.TypePresentationRejected), "every loser recorded, one by one or counted")
 }
