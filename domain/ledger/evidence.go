@@ -55,8 +55,9 @@ type evidenceWriter struct {
 // once is a duplicate when delivered again). msgs is never changed once
 // kept: an entry that gains ids gets a new map.
 type evidenceEntry struct {
-	log  *domain.EvidenceLog
-	msgs map[domain.MessageID]struct{}
+	log    *domain.EvidenceLog
+	msgs   map[domain.MessageID]struct{}
+	lastID string // the id of the event at log.Version ("" when none)
 }
 
 // withMessages returns e's ids and those of events, sharing e's map when
@@ -112,7 +113,7 @@ func (w *evidenceWriter) cached(stream string) evidenceEntry {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.logs[stream]; ok {
-		return evidenceEntry{log: e.log.Clone(), msgs: e.msgs}
+		return evidenceEntry{log: e.log.Clone(), msgs: e.msgs, lastID: e.lastID}
 	}
 	return evidenceEntry{}
 }
@@ -126,7 +127,7 @@ func (w *evidenceWriter) keep(e evidenceEntry) {
 			break
 		}
 	}
-	w.logs[e.log.Stream] = evidenceEntry{log: e.log.Clone(), msgs: e.msgs}
+	w.logs[e.log.Stream] = evidenceEntry{log: e.log.Clone(), msgs: e.msgs, lastID: e.lastID}
 }
 
 // entry returns stream's fold, reading the stream when none is kept.
@@ -147,11 +148,32 @@ func (w *evidenceWriter) entry(ctx context.Context, stream string) (evidenceEntr
 // presentation of msg decided meanwhile elsewhere may have passed (it is
 // then refused again rather than answered a duplicate — either way nothing
 // is executed).
+//
+// A message it finds is checked against the stream: the stream must still
+// hold the fold's last event (one row read), else the stream went back (a
+// failover that lost writes) and is read again whole — a duplicate is
+// never answered on a presentation the log no longer holds.
 func (w *evidenceWriter) seenMessage(ctx context.Context, op domain.OperationID, msg domain.MessageID) (bool, error) {
-	e, err := w.entry(ctx, domain.EvidenceStreamOf(op))
+	stream := domain.EvidenceStreamOf(op)
+	e, err := w.entry(ctx, stream)
 	if err != nil {
 		return false, err
 	}
+	if _, ok := e.msgs[msg]; !ok {
+		return false, nil
+	}
+	page, err := w.h.cfg.Store.ReadStream(ctx, stream, e.log.Version, 1)
+	if err != nil {
+		return false, fmt.Errorf("load %s: %w", stream, err)
+	}
+	if len(page) == 1 && page[0].ID == e.lastID {
+		return true, nil
+	}
+	w.forget(stream)
+	if e, err = w.fold(ctx, stream); err != nil {
+		return false, err
+	}
+	w.keep(e)
 	_, ok := e.msgs[msg]
 	return ok, nil
 }
@@ -167,6 +189,7 @@ func (w *evidenceWriter) forget(stream string) {
 func (w *evidenceWriter) fold(ctx context.Context, stream string) (evidenceEntry, error) {
 	l := domain.NewEvidenceLog(stream, w.h.cfg.EvidenceBound)
 	msgs := map[domain.MessageID]struct{}{}
+	lastID := ""
 	page := w.h.cfg.ReadPage
 	for {
 		from := l.Version + 1
@@ -191,10 +214,10 @@ func (w *evidenceWriter) fold(ctx context.Context, stream string) (evidenceEntry
 			if m := messageOf(d.Event); m != "" {
 				msgs[m] = struct{}{}
 			}
-			l.Version = rec.Version
+			l.Version, lastID = rec.Version, rec.ID
 		}
 		if len(recs) < page {
-			return evidenceEntry{log: l, msgs: msgs}, nil
+			return evidenceEntry{log: l, msgs: msgs, lastID: lastID}, nil
 		}
 	}
 }
@@ -260,10 +283,10 @@ func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr
 			w.keep(cur)
 			return past, nil
 		}
-		_, err := w.h.appendEvents(ctx, stream, eventstore.Exact(log.Version), corr, by, w.h.cfg.Clock.Now(), one)
+		last, err := w.h.appendEvents(ctx, stream, eventstore.Exact(log.Version), corr, by, w.h.cfg.Clock.Now(), one)
 		if err == nil {
 			trial.Version = log.Version + int64(len(one))
-			w.keep(evidenceEntry{log: trial, msgs: cur.withMessages(one)})
+			w.keep(evidenceEntry{log: trial, msgs: cur.withMessages(one), lastID: last})
 			return past, nil
 		}
 		w.forget(stream)
@@ -290,9 +313,10 @@ func (w *evidenceWriter) appendSummary(ctx context.Context, stream string, corr 
 				return err
 			}
 		}
-		_, err := w.h.appendEvents(ctx, stream, eventstore.Exact(cur.log.Version), corr, by, w.h.cfg.Clock.Now(), []domain.Event{s})
+		last, err := w.h.appendEvents(ctx, stream, eventstore.Exact(cur.log.Version), corr, by, w.h.cfg.Clock.Now(), []domain.Event{s})
 		if err == nil {
 			cur.log.Version++
+			cur.lastID = last
 			w.keep(cur)
 			return nil
 		}
