@@ -160,7 +160,11 @@ func (w *World) newHandler(v *view, regressions eventstore.RegressionObserver, c
 	h, err := ledger.New(ledger.Config{
 		Store: v, Clock: w.clock, Logger: w.log, NewID: newID,
 		AppendRetryBackoff: time.Nanosecond, // the handler's resends are immediate: the world's clock does not move under them
-		Regressions:        regressions, CacheName: cache,
+		// A summary of refusals past the evidence bound is appended at
+		// once: the handler's pause between summaries is real time, which
+		// the world does not wait for.
+		SummaryEvery: time.Nanosecond, After: immediately(w.clock.Now),
+		Regressions: regressions, CacheName: cache,
 	})
 	if err != nil {
 		panic(err)
@@ -383,4 +387,13 @@ func classOf(err error) string {
 // memoryStore is the default StoreFactory.
 func memoryStore(now func() time.Time) StoreFactory {
 	return func(context.Context) (eventstore.Store, func(), error) { return memory.New(now), func() {}, nil }
+}
+
+// immediately is an After whose channel has fired already.
+func immediately(now func() time.Time) func(time.Duration) <-chan time.Time {
+	return func(time.Duration) <-chan time.Time {
+		c := make(chan time.Time, 1)
+		c <- now()
+		return c
+	}
 }
