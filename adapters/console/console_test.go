@@ -411,7 +411,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 		}
 		p := operator.get("/ui/operations/" + string(flooded))
 		require.Equal(t, http.StatusOK, p.status)
-		require.Contains(t, p.text(), "219 refusals (#e0–#e218: DeliveryDuplicated ×16, RefusalsSummarized ×203)",
+		require.Contains(t, p.text(), "219 refusals (#e0–#e218: DeliveryDuplicated ×16, RefusalsSummarized ×203) — reasons delivery.duplicate ×219; by worker-f;",
 			"the duplicates in the evidence stream, counted in one line: 16 one by one, then each counted by a summary (its callers came one at a time)")
 		require.Less(t, strings.Count(p.body, `<g class="step `), 12, "and drawn as one step")
 	})

@@ -136,7 +136,7 @@ func TestForgedTokensAreRefusedAndRecorded(t *testing.T) {
 
 	// Each refusal is evidence, naming the message, the claimed operation,
 	// the reason and what was wrong.
-	recs, err := e.store.ReadStream(t.Context(), domain.EvidenceStream, 0, 100)
+	recs, err := e.store.ReadStream(t.Context(), e.unattributed(), 0, 100)
 	require.NoError(t, err)
 	require.Len(t, recs, len(cases))
 	for i, rec := range recs {

@@ -269,6 +269,10 @@ func (e *env) streamVersion(op domain.OperationID) int64 {
 }
 
 // streamTypes lists the types of a stream's events.
+// unattributed is today's unattributed evidence stream, by the server's
+// clock.
+func (e *env) unattributed() string { return domain.UnattributedStreamFor(e.clock.Now()) }
+
 func (e *env) streamTypes(stream string) []string {
 	e.t.Helper()
 	recs, err := e.store.ReadStream(e.t.Context(), stream, 0, 1000)

@@ -66,7 +66,7 @@ func TestClaimsAcrossAKeyRotation(t *testing.T) {
 	require.Equal(t, "Invalid", r.str("status"))
 	require.Equal(t, string(domain.ReasonCapabilityInvalid), r.str("reason"))
 	require.Equal(t, false, r.body["execution_attempted"])
-	require.Contains(t, e.streamTypes(domain.EvidenceStream), "PresentationRejected", "the refusal is evidence")
+	require.Contains(t, e.streamTypes(e.unattributed()), "PresentationRejected", "the refusal is evidence")
 	for _, st := range keys.Status() {
 		if st.ID == keyA {
 			require.Equal(t, captoken.KeyRetired, st.State)

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/httpapi"
-	"opledger/domain"
 	"opledger/domain/ledger"
 	"opledger/eventstore/postgres/pgtest"
 )
@@ -56,7 +55,7 @@ func TestStoreUnreachable(t *testing.T) {
 	// Back on the healthy store: nothing happened, and the capability claims.
 	e.srv = healthy
 	require.Equal(t, before, e.streamVersion(op))
-	require.Empty(t, e.streamTypes(domain.EvidenceStream))
+	require.Empty(t, e.streamTypes(e.unattributed()))
 	r = e.must(http.StatusOK, e.claim(op, "MSG-DOWN", token))
 	require.Equal(t, "Claimed", r.str("status"))
 }

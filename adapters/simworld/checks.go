@@ -2,8 +2,10 @@ package simworld
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"opledger/adapters/provider"
@@ -92,7 +94,10 @@ func (w *World) readFinal() (*finalView, error) {
 	// How many events there are, stream by stream (reading a stream is
 	// never held back), then the global log until it shows them all.
 	total := 0
-	streams := []string{domain.EvidenceStream}
+	streams, err := unattributedStreams(w.ctx, w.inner)
+	if err != nil {
+		return nil, err
+	}
 	for _, a := range w.agents {
 		streams = append(streams, a.op.StreamName(), domain.EvidenceStreamOf(a.op))
 	}
@@ -250,6 +255,34 @@ type writeKey struct {
 	reason  domain.Reason
 }
 
+// unattributedStreams lists the unattributed evidence streams the store
+// holds: the one of earlier builds and each day's.
+func unattributedStreams(ctx context.Context, store eventstore.Store) ([]string, error) {
+	out := []string{domain.EvidenceStream}
+	hr, ok := store.(eventstore.HeadReader)
+	if !ok {
+		return nil, fmt.Errorf("simworld: the store lists no streams (%T)", store)
+	}
+	for after := domain.EvidenceStream; ; {
+		heads, err := hr.ReadHeads(ctx, after, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range heads {
+			if !strings.HasPrefix(h.StreamID, domain.EvidenceStream+"-") {
+				return out, nil
+			}
+			if domain.IsUnattributedStream(h.StreamID) {
+				out = append(out, h.StreamID)
+			}
+		}
+		if len(heads) < 100 {
+			return out, nil
+		}
+		after = heads[len(heads)-1].StreamID
+	}
+}
+
 // evidenceKey is where a refused presentation's evidence is recorded.
 func (r seenRefusal) evidenceKey() evidenceKey {
 	stream := r.op.StreamName()
@@ -278,6 +311,8 @@ func evidenceIn(events []eventstore.RecordedEvent, forged ...func(rec eventstore
 		}
 		if op, inEvidence, ok := domain.OperationOfStream(rec.StreamID); ok && inEvidence {
 			rec.StreamID = op.StreamName() // an operation's evidence stream is its own
+		} else if domain.IsUnattributedStream(rec.StreamID) {
+			rec.StreamID = domain.EvidenceStream // every day's unattributed stream is one place to the checks
 		}
 		switch e := d.Event.(type) {
 		case domain.RefusalsSummarized:

@@ -93,7 +93,7 @@ func TestMalformedMessagesAreDeadLetteredWithTheirField(t *testing.T) {
 		require.Nil(t, domain.CheckText("detail", disp.Detail, 2*domain.MaxTextLength, true), "%s: %q", c.name, disp.Detail)
 	}
 	require.Zero(t, w.calls, "no malformed message reaches the worker")
-	recs, err := store.ReadStream(t.Context(), domain.EvidenceStream, 0, 1000)
+	recs, err := store.ReadStream(t.Context(), domain.UnattributedStreamFor(now.Now()), 0, 1000)
 	require.NoError(t, err)
 	require.Len(t, recs, len(strictCases), "each malformed message is evidence")
 	for _, rec := range recs {

@@ -260,6 +260,9 @@ func (s *story) write() int64 {
 // written counts the events the story has written so far.
 func (s *story) written() int64 {
 	total := streamLength(s.t, s.store, domain.EvidenceStream)
+	for day := t0.Truncate(24 * time.Hour); !day.After(s.clk.Now()); day = day.AddDate(0, 0, 1) { // each day's unattributed stream
+		total += streamLength(s.t, s.store, domain.UnattributedStreamFor(day))
+	}
 	for _, op := range storyOperations {
 		total += streamLength(s.t, s.store, op.StreamName()) + streamLength(s.t, s.store, domain.EvidenceStreamOf(op))
 	}

@@ -157,6 +157,15 @@ func summaryRow(ev domain.RefusalsSummarized) TimelineRow {
 			string(s.ExecutionID), s.Command, workerText(s.WorkerID), s.Detail))
 	}
 	r.Detail = joinNonEmpty(d, "by "+strings.Join(principals, ", "), "samples: "+strings.Join(samples, " | "))
+	// Who caused the refusals, not the ledger that counted them.
+	switch n := len(ev.Principals); {
+	case n == 1 && ev.OtherPrincipals == 0:
+		r.Actor = ev.Principals[0].Principal
+	case ev.OtherPrincipals > 0:
+		r.Actor = fmt.Sprintf("more than %d principals", n)
+	case n > 1:
+		r.Actor = fmt.Sprintf("%d principals", n)
+	}
 	return r
 }
 

@@ -103,7 +103,8 @@ type ClaimOutcome struct {
 // Claim presents a capability for operation op. Every answer but a store
 // failure or a malformed command is recorded in the ledger before Claim
 // returns: the Claimed event, or the evidence of the refusal. A presentation
-// to an operation that does not exist is recorded in domain.EvidenceStream.
+// to an operation that does not exist is recorded in the unattributed
+// evidence stream of the day.
 //
 // On any error, nothing may be executed: ErrUnavailable in particular means
 // the claim's fate is not known to this caller (invariant 8).
@@ -189,15 +190,30 @@ func (h *Handler) claimUnattributed(ctx context.Context, op domain.OperationID, 
 
 // RecordUnattributed appends evidence that cannot be tied to an existing
 // operation (an unknown operation, a forged or malformed capability) to
-// domain.EvidenceStream. It is never dropped: a failure is returned.
+// the unattributed evidence stream of the day, under the evidence bound
+// (by event or counted in a summary). It is never dropped: a failure is
+// returned.
 func (h *Handler) RecordUnattributed(ctx context.Context, ev domain.PresentationRejected, by Cause) error {
 	return h.recordUnattributed(ctx, ev, by)
 }
 
-// recordUnattributed appends ev to the unattributed evidence stream.
+// recordUnattributed appends ev to the unattributed evidence stream of the
+// day (domain.UnattributedStreamFor, by the ledger's clock). A refusal is
+// kept under the evidence bound as an operation's evidence is, per
+// operation named and per stream (EvidenceBound): past it, counted into a
+// summary, so that what any number of hostile callers leave there grows by
+// a bounded number of events an hour. Any other evidence (a lost effect)
+// is appended as it is.
 func (h *Handler) recordUnattributed(ctx context.Context, ev domain.Event, by Cause) error {
-	_, err := h.appendEvents(ctx, domain.EvidenceStream, eventstore.Any(), "", by, h.cfg.Clock.Now(), []domain.Event{ev})
-	if err != nil {
+	now := h.cfg.Clock.Now()
+	stream := domain.UnattributedStreamFor(now)
+	if p, ok := ev.(domain.PresentationRejected); ok {
+		if err := h.evidence.record(ctx, p.OperationID, stream, by.CorrelationID, by, []domain.Event{ev}); err != nil {
+			return fmt.Errorf("record evidence: %w", err)
+		}
+		return nil
+	}
+	if _, err := h.appendEvents(ctx, stream, eventstore.Any(), "", by, now, []domain.Event{ev}); err != nil {
 		return fmt.Errorf("record evidence: %w", err)
 	}
 	return nil
@@ -208,7 +224,7 @@ func (h *Handler) recordUnattributed(ctx context.Context, ev domain.Event, by Ca
 // domain.Operation.EscalateLostEffect): in op's stream, opening an
 // Escalated execution for a person, unless an execution accounts for it
 // already; when op does not exist, as evidence in the unattributed
-// evidence stream (never dropped). It reports whether it recorded an
+// evidence stream of the day (never dropped). It reports whether it recorded an
 // escalation (false: accounted for, or nothing was made).
 func (h *Handler) EscalateLostEffect(ctx context.Context, op domain.OperationID, cmd domain.EscalateLostEffect, by Cause) (bool, error) {
 	_, events, err := h.Execute(ctx, op, by, func(s *domain.Operation, now time.Time) ([]domain.Event, error) {

@@ -102,7 +102,7 @@ func TestLostEffectOfALostOperation(t *testing.T) {
 	steps, err = r.ReconcileOnce(f.ctx)
 	require.NoError(t, err)
 	require.Empty(t, steps, "escalated once")
-	events, err := f.store.ReadStream(f.ctx, domain.EvidenceStream, 0, 10)
+	events, err := f.store.ReadStream(f.ctx, domain.UnattributedStreamFor(f.clock.Now()), 0, 10)
 	require.NoError(t, err)
 	require.Len(t, events, 1)
 	d, err := codec.DecodeRecorded(events[0])

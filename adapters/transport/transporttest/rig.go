@@ -236,10 +236,11 @@ func (r *Rig) Go(name string, f func(ctx context.Context) error) (stop func()) {
 	return stop
 }
 
-// Evidence returns the unattributed evidence recorded so far.
+// Evidence returns the unattributed evidence recorded so far (today's
+// stream, by the world's clock).
 func (r *Rig) Evidence() []domain.PresentationRejected {
 	r.T.Helper()
-	events, err := r.Store.ReadStream(r.T.Context(), domain.EvidenceStream, 0, 10_000)
+	events, err := r.Store.ReadStream(r.T.Context(), domain.UnattributedStreamFor(r.World.Clock.Now()), 0, 10_000)
 	require.NoError(r.T, err)
 	var out []domain.PresentationRejected
 	for _, rec := range events {

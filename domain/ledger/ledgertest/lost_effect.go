@@ -118,7 +118,7 @@ func lostOperationIsEvidence(t *testing.T, b Backend) {
 	escalated, err := h.H.EscalateLostEffect(ctx, h.Op, cmd, ledger.Cause{Actor: "worker-a"})
 	require.NoError(t, err)
 	require.True(t, escalated)
-	events, err := h.Store.ReadStream(ctx, domain.EvidenceStream, 0, 10)
+	events, err := h.Store.ReadStream(ctx, domain.UnattributedStreamFor(h.Clock.Now()), 0, 10)
 	require.NoError(t, err)
 	require.Len(t, events, 1)
 	d, err := codec.DecodeRecorded(events[0])

@@ -356,7 +356,7 @@ func unknownOperation(t *testing.T, b Backend) {
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusInvalid, out.Status)
 	require.Equal(t, domain.ReasonOperationUnknown, out.Reason)
-	ev, err := h.Store.ReadStream(context.Background(), domain.EvidenceStream, 0, 10)
+	ev, err := h.Store.ReadStream(context.Background(), domain.UnattributedStreamFor(h.Clock.Now()), 0, 10)
 	require.NoError(t, err)
 	require.Len(t, ev, 1)
 	require.Equal(t, domain.TypePresentationRejected, ev[0].Type)
