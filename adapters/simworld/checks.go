@@ -475,7 +475,8 @@ func (w *World) checkRefunds(fv *finalView, fail func(string, string, ...any)) {
 			if gap >= w.profile.KeyRetention && w.profile.KeyRetention > 0 {
 				continue
 			}
-			if lostEscalated[rs[i-1].RefundID] || lostEscalated[rs[i].RefundID] {
+			if lostEscalated[rs[i-1].RefundID] || lostEscalated[rs[i].RefundID] ||
+				lostEscalated[rs[i-1].IdempotencyKey] || lostEscalated[rs[i].IdempotencyKey] { // an Unknown escalated by its key
 				// Finding 4 (docs/simulation.md): counted, not failed, while
 				// one of the two is escalated to a person.
 				w.secondRefunds = append(w.secondRefunds, fmt.Sprintf("%s: refunds %s and %s created %s apart, inside %s's key retention (%s); one escalated",

@@ -266,7 +266,12 @@ func (v *verifier) claimed(ev domain.Claimed) {
 		st.keys.add(key)
 	}
 	m := v.hash.of(string(ev.MessageID))
-	if st.duplicated.has(m) {
+	// A claim decided before the duplicate was seen may be appended after
+	// it: the duplicate is in the operation's evidence stream, which the
+	// claim's append is not fenced with (a worker that froze between its
+	// decision and its append). A claim decided once the duplicate was
+	// recorded is the violation.
+	if at := st.duplicated.get(m); at != nil && !ev.ClaimedAt.Before(*at) {
 		v.emit(I4UnknownNeverInferred, nil, "opens execution %s on message %s, already recorded as a duplicate delivery", ev.ExecutionID, ev.MessageID)
 	}
 

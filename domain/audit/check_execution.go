@@ -39,7 +39,7 @@ func (v *verifier) duplicateCaused(x *execRec, id domain.ExecutionID) {
 	if v.st.duplicated.len() == 0 || v.meta.CausationID == "" {
 		return
 	}
-	if v.st.duplicated.has(v.hash.of(v.meta.CausationID)) && v.hash.of(v.meta.Actor) != x.owner {
+	if v.st.duplicated.get(v.hash.of(v.meta.CausationID)) != nil && v.hash.of(v.meta.Actor) != x.owner {
 		v.emit(I4UnknownNeverInferred, nil, "%s changes %s on behalf of duplicate delivery %s (by %q, not the lease owner)",
 			v.rec.Type, id, v.meta.CausationID, v.meta.Actor)
 	}

@@ -21,7 +21,9 @@ func (v *verifier) deliveryDuplicated(ev domain.DeliveryDuplicated) {
 	if ev.ExecutionID != "" {
 		v.execution(ev.ExecutionID)
 	}
-	st.duplicated.add(m)
+	if st.duplicated.get(m) == nil {
+		st.duplicated.put(m, ev.SeenAt)
+	}
 }
 
 // presentationRejected: I7 (fields; replay suspected for spent authority on

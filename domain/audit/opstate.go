@@ -162,7 +162,7 @@ type operationState struct {
 	caps         idMap[capRec]
 	execs        idMap[execRec]
 	presented    idSet // message ids presented (claimed or refused)
-	duplicated   idSet // message ids recorded as duplicate deliveries
+	duplicated   idMap[time.Time] // message ids recorded as duplicate deliveries, with the first one's time
 	lastAttempt  int   // highest attempt that has an execution
 	openExecs    int32 // Executing, Unknown or Escalated
 	blockingExec int32 // open or Completed (single use), open (bounded use)
