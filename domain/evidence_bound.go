@@ -167,11 +167,18 @@ func (l *EvidenceLog) Bound() EvidenceBound { return l.bound }
 // Evolve folds one event of the stream. A refusal recorded one by one
 // counts toward its key and its stream in the window its own time falls in
 // (see target for a time behind the windows kept). Summaries count nothing
-// toward the bound. Any other event is refused: an evidence stream holds
-// evidence only.
+// toward the bound, nor does a lost effect of an operation that is gone
+// (LostEffectEscalated, in an unattributed stream only: the reconciler's
+// or a worker's escalation, never a caller's). Any other event is refused:
+// an evidence stream holds evidence only.
 func (l *EvidenceLog) Evolve(e Event) error {
-	if _, ok := e.(RefusalsSummarized); ok {
+	switch e.(type) {
+	case RefusalsSummarized:
 		return nil
+	case LostEffectEscalated:
+		if l.Unattributed {
+			return nil
+		}
 	}
 	key, at, ok := EvidenceKeyOf(e, l.Unattributed)
 	if !ok {

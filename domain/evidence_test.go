@@ -160,3 +160,18 @@ func TestSummaryCountsEveryRefusalWithinItsSize(t *testing.T) {
 	s.Samples[0].Detail = "changed"
 	require.NotEqual(t, "changed", b.Summary(t0).Samples[0].Detail, "a summary shares nothing with its builder")
 }
+
+// TestLostEffectsBelongInUnattributedStreamsOnly: a lost effect of an
+// operation that is gone is kept in the day's unattributed stream beside
+// the refusals, counting nothing toward their bound; an operation's
+// evidence stream holds refusals only.
+func TestLostEffectsBelongInUnattributedStreamsOnly(t *testing.T) {
+	b := EvidenceBound{Window: time.Hour, PerKey: 3, PerStream: 5}
+	t0 := time.Date(2026, 11, 26, 14, 0, 0, 0, time.UTC)
+	lost := LostEffectEscalated{OperationID: "OP-1", IdempotencyKey: "refund-OP-1-a1", ProviderReference: "re_1", FoundAt: t0}
+	day := NewEvidenceLog(UnattributedStreamFor(t0), b)
+	require.NoError(t, day.Evolve(lost))
+	one, _, _ := day.Admit(EvidenceKey{ScopeOperation, "OP-1"}, t0)
+	require.True(t, one, "a lost effect counts nothing toward the bound")
+	require.Error(t, NewEvidenceLog(EvidenceStreamOf("OP-1"), b).Evolve(lost))
+}
