@@ -161,11 +161,11 @@ type operationState struct {
 	latest       decisionRec
 	caps         idMap[capRec]
 	execs        idMap[execRec]
-	presented    idSet // message ids presented (claimed or refused)
+	presented    idSet            // message ids presented (claimed or refused)
 	duplicated   idMap[time.Time] // message ids recorded as duplicate deliveries, with the first one's time
-	lastAttempt  int   // highest attempt that has an execution
-	openExecs    int32 // Executing, Unknown or Escalated
-	blockingExec int32 // open or Completed (single use), open (bounded use)
+	lastAttempt  int              // highest attempt that has an execution
+	openExecs    int32            // Executing, Unknown or Escalated
+	blockingExec int32            // open or Completed (single use), open (bounded use)
 	requested    bool
 	unrequested  bool // an event before OperationRequested was reported
 	decided      bool
