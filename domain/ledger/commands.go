@@ -145,9 +145,14 @@ func (h *Handler) ClaimAs(ctx context.Context, op domain.OperationID, cmd domain
 			c.ExecutionID = domain.ExecutionID(domain.ChildID(domain.PrefixExecution, s.ID, len(s.Executions)+1))
 		}
 		claim := s.Claim
-		if _, known := s.Messages[c.MessageID]; !known && s.Exists() {
+		if _, known := s.Messages[c.MessageID]; !known && s.Exists() && len(s.Executions) > 0 {
 			// A message refused before is recorded in the evidence stream,
-			// not in the state: it is a duplicate all the same.
+			// not in the state: it is a duplicate all the same. Before any
+			// execution a message refused before is refused again rather
+			// than answered a duplicate (a refusal then names a capability
+			// expired, revoked, superseded, of another attempt or operation,
+			// or none the operation has issued), so the first claim of an
+			// operation reads no evidence stream.
 			seen, err := h.evidence.seenMessage(ctx, op, c.MessageID)
 			if err != nil {
 				return nil, err
