@@ -37,21 +37,11 @@ consumed, replay suspected), and that refusal becomes a security signal.
 Run 'opledger dlq <subcommand> --help' for flags.`
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, dlqUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	sub, args, synopsis, code, ok := subcommand("dlq", dlqUsage, dlqSynopses, args, stderr)
+	if !ok {
+		return code
 	}
-	sub, args := args[0], args[1:]
-	switch sub {
-	case "list", "resubmit", "signals":
-	default:
-		fmt.Fprintf(stderr, "opledger dlq: unknown subcommand %q\n\n%s\n", sub, dlqUsage)
-		return 2
-	}
-	f := newFlags("dlq "+sub, dlqSynopsis(sub), stderr)
+	f := newFlags("dlq "+sub, synopsis, stderr)
 	f.Bind(settings.DatabaseURL, settings.TransportSchema, settings.KafkaBrokers)
 	limit := f.Local().Int("limit", transport.DefaultResubmitLimit, "at most this many dead letters (list, resubmit --all) or signals")
 	var all bool
@@ -163,14 +153,12 @@ func resubmit(ctx context.Context, dlq transport.DeadLetterQueue, req transport.
 	return out, nil
 }
 
-// dlqSynopsis follows "opledger dlq SUB" in the usage line.
-func dlqSynopsis(sub string) string {
-	switch sub {
-	case "resubmit":
-		return "(--all | --id ID [--id ID...]) [--operator NAME] [--limit N] [flags]"
-	default:
-		return "[--limit N] [flags]"
-	}
+// dlqSynopses are the dlq subcommands, each with what follows "opledger
+// dlq SUB" in its usage line.
+var dlqSynopses = map[string]string{
+	"list":     "[--limit N] [flags]",
+	"resubmit": "(--all | --id ID [--id ID...]) [--operator NAME] [--limit N] [flags]",
+	"signals":  "[--limit N] [flags]",
 }
 
 // openDeadLetters returns the configured transport's dead-letter queue:

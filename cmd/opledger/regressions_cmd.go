@@ -36,23 +36,10 @@ asynchronous one) lost acknowledged writes. Read the escalated lost effects firs
 Run 'opledger regressions <subcommand> --help' for flags.`
 
 func runRegressions(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, regressionsUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	sub, args := args[0], args[1:]
-	var synopsis string
-	switch sub {
-	case "list":
-		synopsis = "[--json] [flags]"
-	case "ack":
-		synopsis = "--note TEXT [flags]"
-	default:
-		fmt.Fprintf(stderr, "opledger regressions: unknown subcommand %q\n\n%s\n", sub, regressionsUsage)
-		return 2
+	sub, args, synopsis, code, ok := subcommand("regressions", regressionsUsage,
+		map[string]string{"list": "[--json] [flags]", "ack": "--note TEXT [flags]"}, args, stderr)
+	if !ok {
+		return code
 	}
 	cmd := "regressions " + sub
 	f := newFlags(cmd, synopsis, stderr)

@@ -35,23 +35,10 @@ released. Release an item after fixing its cause, or it is set aside again.
 Run 'opledger set-aside <subcommand> --help' for flags.`
 
 func runSetAside(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, setAsideUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	sub, args := args[0], args[1:]
-	var synopsis string
-	switch sub {
-	case "list":
-		synopsis = "[--role R] [--all] [--limit N] [--json] [flags]"
-	case "release":
-		synopsis = "ROLE ITEM [flags]"
-	default:
-		fmt.Fprintf(stderr, "opledger set-aside: unknown subcommand %q\n\n%s\n", sub, setAsideUsage)
-		return 2
+	sub, args, synopsis, code, ok := subcommand("set-aside", setAsideUsage,
+		map[string]string{"list": "[--role R] [--all] [--limit N] [--json] [flags]", "release": "ROLE ITEM [flags]"}, args, stderr)
+	if !ok {
+		return code
 	}
 	f := newFlags("set-aside "+sub, synopsis, stderr)
 	f.Bind(settings.DatabaseURL, settings.TransportSchema)
