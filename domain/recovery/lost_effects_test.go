@@ -84,13 +84,7 @@ func TestLostEffectOfALostOperation(t *testing.T) {
 		HeldVersion: eventstore.NoStreamVersion, Context: []domain.SeenExecution{{ExecutionID: c.ExecutionID, IdempotencyKey: c.IdempotencyKey}}})
 
 	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
-		cfg.Export = func(context.Context) (audit.ProviderExport, error) {
-			var b bytes.Buffer
-			if err := f.sim.WriteLedgerExport(&b); err != nil {
-				return nil, err
-			}
-			return provider.ExportReader(f.profile.Name, &b)
-		}
+		cfg.Export = f.export
 	})
 	steps, err := r.ReconcileOnce(f.ctx)
 	require.NoError(t, err)
@@ -132,13 +126,9 @@ func TestLostEffectFoundInTheExport(t *testing.T) {
 	reads := 0
 	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
 		cfg.ExportEvery = time.Hour
-		cfg.Export = func(context.Context) (audit.ProviderExport, error) {
+		cfg.Export = func(ctx context.Context) (audit.ProviderExport, error) {
 			reads++
-			var b bytes.Buffer
-			if err := f.sim.WriteLedgerExport(&b); err != nil {
-				return nil, err
-			}
-			return provider.ExportReader(f.profile.Name, &b)
+			return f.export(ctx)
 		}
 	})
 	steps, err := r.ReconcileOnce(f.ctx)
@@ -171,13 +161,9 @@ func TestLostEffectCheckFailedIsCheckedAgain(t *testing.T) {
 	reads := 0
 	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
 		cfg.ExportEvery = time.Hour
-		cfg.Export = func(context.Context) (audit.ProviderExport, error) {
+		cfg.Export = func(ctx context.Context) (audit.ProviderExport, error) {
 			reads++
-			var b bytes.Buffer
-			if err := f.sim.WriteLedgerExport(&b); err != nil {
-				return nil, err
-			}
-			return provider.ExportReader(f.profile.Name, &b)
+			return f.export(ctx)
 		}
 	})
 	f.store.setDown("operation-OP-LOST-3", true)
@@ -206,13 +192,7 @@ func TestLostEffectUnderAnOpenExecutionIsCheckedAgain(t *testing.T) {
 	require.Equal(t, domain.Completed, first.Outcome)
 	r := f.reconciler(func(cfg *recovery.ReconcilerConfig) {
 		cfg.ExportEvery = time.Hour
-		cfg.Export = func(context.Context) (audit.ProviderExport, error) {
-			var b bytes.Buffer
-			if err := f.sim.WriteLedgerExport(&b); err != nil {
-				return nil, err
-			}
-			return provider.ExportReader(f.profile.Name, &b)
-		}
+		cfg.Export = f.export
 	})
 	steps, err := r.ReconcileOnce(f.ctx)
 	require.NoError(t, err)
@@ -259,4 +239,14 @@ func TestLostEffectAskedAgainWhileAnExecutionIsOpen(t *testing.T) {
 	require.Len(t, steps, 1, "%v", steps)
 	require.Equal(t, recovery.VerdictLostEffect, steps[0].Verdict)
 	require.Equal(t, ref, f.state("OP-LOST-5").CurrentExecution().ProviderReference)
+}
+
+// export reads the simulator's ledger export as the reconciler's lost-effect
+// check reads the provider's.
+func (f *fixture) export(context.Context) (audit.ProviderExport, error) {
+	var b bytes.Buffer
+	if err := f.sim.WriteLedgerExport(&b); err != nil {
+		return nil, err
+	}
+	return provider.ExportReader(f.profile.Name, &b)
 }
