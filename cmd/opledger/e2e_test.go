@@ -28,30 +28,32 @@ import (
 // real processes on loopback and drives the API as a worker written in any
 // other language would: plain HTTP and JSON, nothing of opledger's Go code.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// built are the binaries the tests built, by package, each built once per
+// test run.
+var built sync.Map // package path -> func() (string, error)
 
-// binary builds cmd/opledger once per test run.
-func binary(t *testing.T) string {
+// buildOnce builds the package at pkg (a path go build takes) once per test
+// run, into a directory of its own, and returns the binary's path.
+func buildOnce(t *testing.T, pkg, name string) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	f, _ := built.LoadOrStore(pkg, sync.OnceValues(func() (string, error) {
 		dir, err := os.MkdirTemp("", "opledger-e2e-")
 		if err != nil {
-			buildErr = err
-			return
+			return "", err
 		}
-		binPath = filepath.Join(dir, "opledger")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		bin := filepath.Join(dir, name)
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
-	})
-	require.NoError(t, buildErr)
-	return binPath
+		return bin, nil
+	}))
+	bin, err := f.(func() (string, error))()
+	require.NoError(t, err)
+	return bin
 }
+
+// binary builds cmd/opledger once per test run.
+func binary(t *testing.T) string { return buildOnce(t, ".", "opledger") }
 
 const (
 	agentToken    = "agent-token-0123456789"

@@ -2,12 +2,10 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,29 +22,9 @@ import (
 // token) with the inbox and an UPSERT, run as a process of its own on a
 // schema of its own.
 
-var (
-	consumerOnce sync.Once
-	consumerBin  string
-	consumerErr  error
-)
-
 // consumerBinary builds inbox/example once per test run.
 func consumerBinary(t *testing.T) string {
-	t.Helper()
-	consumerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "refunds-issued-")
-		if err != nil {
-			consumerErr = err
-			return
-		}
-		consumerBin = filepath.Join(dir, "refunds-issued")
-		out, err := exec.Command("go", "build", "-o", consumerBin, "opledger/inbox/example").CombinedOutput()
-		if err != nil {
-			consumerErr = fmt.Errorf("go build inbox/example: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, consumerErr)
-	return consumerBin
+	return buildOnce(t, "opledger/inbox/example", "refunds-issued")
 }
 
 // feedConsumer is the running consumer process and its schema.
