@@ -38,6 +38,10 @@ const (
 	CheckQuiescence      = "quiescence"             // once quiet, every execution is Completed, NotApplied or Escalated
 	CheckLiveness        = "liveness"               // once the faults stop, the world is quiet within the bound
 	CheckSignals         = "security-signal"        // every replay-suspected refusal reached the signals topic
+	// A hostile flood (hostile-flood) never delays the lease holder: its
+	// renewals and outcome under the flood succeed, no hostile
+	// presentation is accepted or lands in an operation's stream.
+	CheckHolderUnderFlood = "holder-under-flood"
 	// After a lossy failover (store-failover-lossy):
 	CheckRegressionNoticed = "regression-noticed"    // a cache ahead of its stream notices when it reads, and the regression is a LogRegressed in the log
 	CheckLostEscalated     = "lost-effect-escalated" // every refund the provider made that no Completed execution accounts for is escalated
@@ -74,6 +78,7 @@ func (w *World) check(quiet bool) []Violation {
 	}
 	w.checkProvider(fv, fail)
 	w.checkEvidence(fv, fail)
+	w.checkHostile(fv, fail)
 	w.checkRegressions(fv, fail)
 	w.checkAudit(fv, fail)
 	if quiet {

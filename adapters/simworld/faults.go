@@ -77,6 +77,10 @@ const (
 // "failed", Meridian DECLINED): answered 2xx, nothing moved.
 const FaultProviderDecline = Fault("provider-decline")
 
+// FaultHostileFlood: for a few seconds someone presents 50 times a second
+// against an operation a worker holds a lease on (hostile.go).
+const FaultHostileFlood = Fault("hostile-flood")
+
 // Faults lists every kind, in the order summaries give them.
 var Faults = []Fault{
 	FaultStoreReadFail, FaultStoreWriteFail, FaultStoreCommitLost, FaultStoreOutage,
@@ -90,6 +94,7 @@ var Faults = []Fault{
 	// Kinds added later go last: a spec's fault set names kinds by position.
 	FaultProviderDecline,
 	FaultStoreFailover, FaultStoreFailoverLossy,
+	FaultHostileFlood,
 }
 
 // FaultSet is a set of fault kinds, one bit per index in Faults.

@@ -41,8 +41,12 @@ type Result struct {
 	// holds RegressionsRecorded LogRegressed and LostEffectsEscalated
 	// LostEffectEscalated events.
 	LossyFailovers, RegressionsRecorded, LostEffectsEscalated int
-	TraceHash                                                 string
-	Timeline                                                  []string
+	// HostilePresentations is how many presentations hostile floods
+	// made; HolderWritesUnderFlood how many renewals and outcomes the
+	// flooded holders wrote meanwhile.
+	HostilePresentations, HolderWritesUnderFlood int
+	TraceHash                                    string
+	Timeline                                     []string
 }
 
 // OK reports whether the schedule found nothing.
@@ -94,6 +98,7 @@ func run(ctx context.Context, spec Spec, opts Options) (Result, error) {
 	res.Violations = w.check(quiet)
 	res.SecondRefunds = w.secondRefunds
 	res.LossyFailovers, res.RegressionsRecorded, res.LostEffectsEscalated = len(w.cuts), w.recordedRegressions, w.escalatedLost
+	res.HostilePresentations, res.HolderWritesUnderFlood = w.obs.hostile, w.obs.holderWrites
 	for _, v := range res.Violations {
 		w.tracef(nil, "VIOLATION %s: %s", v.Check, v.Detail)
 	}
@@ -123,6 +128,7 @@ func (w *World) loop() (settleStart time.Time, settleStep int, quiet bool) {
 			}
 		}
 		w.trackOpen()
+		w.trackFlood()
 		acts := w.actions()
 		if len(acts) == 0 {
 			w.advance(true)
@@ -251,6 +257,11 @@ func (w *World) actions() []action {
 			add(5, func() { wp.p.frozen = false }, "%s resumes", wp.id)
 		}
 	}
+	if f := w.flood; f != nil {
+		if n := f.due(now) - f.made; n > 0 {
+			add(8, func() { w.present(min(n, hostileBatch)) }, "")
+		}
+	}
 	if w.phase == phaseChaos {
 		acts = append(acts, w.faultActions()...)
 		add(1.5, func() { w.advance(false) }, "")
@@ -326,6 +337,11 @@ func (w *World) faultActions() []action {
 		w.transport.offerAgain(inflight[w.rng.intn(len(inflight))], "redelivered while in flight")
 	}, "redeliver a message in flight")
 	offer(FaultAgentForgedWrite, len(w.obs.claimed) > 0, func() { w.forge() }, "forged executor write")
+	if w.flood == nil && w.swarm.on(FaultHostileFlood) {
+		if holders := w.holding(); len(holders) > 0 {
+			offer(FaultHostileFlood, true, func() { w.startFlood(holders) }, "hostile flood")
+		}
+	}
 	return acts
 }
 
@@ -402,6 +418,9 @@ func (w *World) nextDue(now time.Time) (time.Time, bool) {
 		}
 	}
 	consider(w.downUntil)
+	if w.flood != nil {
+		consider(w.flood.next())
+	}
 	return best, !best.IsZero()
 }
 
@@ -443,6 +462,7 @@ func (w *World) restartServe() {
 func (w *World) heal() {
 	w.phase = phaseSettle
 	w.tracef(nil, "faults stop: settling")
+	w.stopFlood()
 	w.downUntil = time.Time{}
 	for i, wp := range w.workers {
 		if wp.p.dead.Load() {
@@ -459,6 +479,9 @@ func (w *World) heal() {
 	w.serve.notices.flush(w.ctx)
 	for _, wp := range w.workers {
 		wp.notices.flush(w.ctx)
+	}
+	if w.hostileNotices != nil {
+		w.hostileNotices.flush(w.ctx)
 	}
 	w.releaseSetAside()
 	if n := w.transport.resubmit(); n > 0 {

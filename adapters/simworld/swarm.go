@@ -35,15 +35,29 @@ var baseWeight = map[Fault]float64{
 	FaultStoreOutage: 0.12, FaultMsgRedeliver: 0.2, FaultMsgMalformed: 0.08, FaultMsgUnreadable: 0.08, FaultMsgReplay: 0.2,
 	FaultDLQResubmit: 0.2, FaultWorkerCrash: 0.15, FaultWorkerFreeze: 0.2, FaultServeRestart: 0.08, FaultClockJump: 0.1,
 	FaultAgentForgedWrite: 0.2, FaultStoreFailover: 0.08, FaultStoreFailoverLossy: 0.1,
+	FaultHostileFlood: 0.15,
 }
 
-func newSwarm(g *rng, allowed FaultSet) swarm {
+// lateKinds are the kinds from which on the swarm's draws come from a
+// stream of their own (lateSeed), so that a schedule in which none of them
+// is on draws what it drew before they existed: the specs the docs quote
+// replay unchanged.
+var lateKinds = faultIndex(FaultHostileFlood)
+
+// lateSeed derives the late kinds' stream from the schedule's seed.
+func lateSeed(seed uint64) uint64 { return seed ^ 0xbb67ae8584caa73b }
+
+func newSwarm(g, late *rng, allowed FaultSet) swarm {
 	s := swarm{rate: map[Fault]float64{}, weight: map[Fault]float64{}}
-	for _, f := range Faults {
+	for i, f := range Faults {
 		// Both draws are made for every kind, allowed or not, so that a
 		// spec allowing fewer kinds (a shrunk one) draws the same for the
 		// rest.
-		on, scale := g.chance(0.6), 0.3+1.5*g.r.Float64()
+		src := g
+		if i >= lateKinds {
+			src = late
+		}
+		on, scale := src.chance(0.6), 0.3+1.5*src.r.Float64()
 		if !allowed.Has(f) || !on {
 			continue
 		}

@@ -67,6 +67,11 @@ type Summary struct {
 	LostEffectsEscalated   int    `json:"lost_effects_escalated,omitempty"`
 	SecondRefundsAfterLoss int    `json:"second_refunds_after_loss,omitempty"`
 	SecondRefundExample    string `json:"second_refund_example,omitempty"`
+	// HostilePresentations counts the presentations of hostile floods;
+	// HolderWritesUnderFlood the renewals and outcomes their holders wrote
+	// meanwhile (CheckHolderUnderFlood judged each).
+	HostilePresentations   int    `json:"hostile_presentations,omitempty"`
+	HolderWritesUnderFlood int    `json:"holder_writes_under_flood,omitempty"`
 	SettleMax              string `json:"settle_max"`
 	SettleStepsMax         int    `json:"settle_steps_max"`
 	// TraceHash is the SHA-256 of the schedules' trace hashes, in order:
@@ -172,6 +177,8 @@ func Sweep(ctx context.Context, o SweepOptions) (Summary, error) {
 		}
 		sum.RegressionsRecorded += r.RegressionsRecorded
 		sum.LostEffectsEscalated += r.LostEffectsEscalated
+		sum.HostilePresentations += r.HostilePresentations
+		sum.HolderWritesUnderFlood += r.HolderWritesUnderFlood
 		if len(r.SecondRefunds) > 0 {
 			sum.SecondRefundsAfterLoss++
 			if sum.SecondRefundExample == "" {

@@ -66,6 +66,7 @@ func sweep(t *testing.T, schedules int) simworld.Summary {
 	t.Logf("%d schedules, %.1f/s, %d steps, faults %v", sum.Schedules, sum.SchedulesPerS, sum.Steps, sum.FaultsInjected)
 	t.Logf("%d schedules with a lossy failover: %d LogRegressed recorded, %d lost effects escalated",
 		sum.LossySchedules, sum.RegressionsRecorded, sum.LostEffectsEscalated)
+	t.Logf("hostile floods: %d presentations, %d holder writes under them", sum.HostilePresentations, sum.HolderWritesUnderFlood)
 	if sum.SecondRefundsAfterLoss > 0 {
 		t.Logf("%d schedules with a second refund after a lossy failover, one of the two escalated (docs/simulation.md, finding 4), e.g. %s",
 			sum.SecondRefundsAfterLoss, sum.SecondRefundExample)
@@ -99,6 +100,8 @@ func TestSweep(t *testing.T) {
 			}
 			require.Positive(t, sum.FaultsInjected[f], "fault %s never injected in %d schedules", f, sum.Schedules)
 		}
+		require.Positive(t, sum.HostilePresentations, "hostile floods presented")
+		require.Positive(t, sum.HolderWritesUnderFlood, "holders wrote under a hostile flood")
 	}
 }
 

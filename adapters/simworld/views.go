@@ -2,8 +2,10 @@ package simworld
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"opledger/domain"
 	"opledger/eventstore"
 )
 
@@ -30,6 +32,8 @@ type view struct {
 	failed  bool  // the last poll failed
 	unsaved bool  // the last poll read events whose checkpoint is not saved yet
 	readAt  int64 // the append count at that poll
+	// evidenceOnOpStream: a planted defect (Options.hostileEvidenceOnOpStream)
+	evidenceOnOpStream bool
 }
 
 var _ eventstore.Store = (*view)(nil)
@@ -58,6 +62,9 @@ func (v *view) enter(ctx context.Context, op string) error {
 }
 
 func (v *view) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events []eventstore.EventData) (eventstore.AppendResult, error) {
+	if op, inEvidence, ok := domain.OperationOfStream(stream); v.evidenceOnOpStream && ok && inEvidence {
+		stream, expected = op.StreamName(), eventstore.Any()
+	}
 	op := "append " + stream
 	epoch, cuts := v.w.failovers, len(v.w.cuts)
 	if err := v.enter(ctx, op); err != nil {
@@ -88,6 +95,9 @@ func (v *view) Append(ctx context.Context, stream string, expected eventstore.Ex
 	}
 	lost := v.w.inject(v.p, FaultStoreCommitLost, "%s %s (%s)", v.name, op, events[0].Type)
 	res, err := v.w.inner.Append(ctx, stream, expected, events)
+	if err != nil && v.w.flood != nil && errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		v.w.holderConflict(v, stream, expected)
+	}
 	if err == nil {
 		v.w.appends++
 		v.w.committed()

@@ -37,6 +37,11 @@ type workerProc struct {
 	token   int
 	exec    domain.ExecutionID // the execution the delivery claimed
 	expires time.Time          // and its lease's expiry, as claimed
+	// what the claim named: a hostile flood presents them again
+	op         domain.OperationID
+	epoch      int64
+	capability domain.CapabilityID
+	claimed    domain.MessageID
 	// the lease renewal beside the provider call: fresh until the renewal
 	// goroutine the worker starts has parked at its first timer.
 	renew      *thread
@@ -157,6 +162,7 @@ func (l *workerLedger) Claim(ctx context.Context, op domain.OperationID, cmd dom
 	if err == nil && out.Status == domain.StatusClaimed {
 		wp.renewFresh, wp.renewReady = true, make(chan struct{}, 1)
 		wp.exec, wp.expires = out.ExecutionID, out.Claimed.LeaseExpiresAt
+		wp.op, wp.epoch, wp.capability, wp.claimed = op, out.Claimed.LeaseEpoch, cmd.CapabilityID, cmd.MessageID
 	}
 	return out, err
 }
@@ -171,8 +177,12 @@ func (l *workerLedger) RenewLease(ctx context.Context, op domain.OperationID, cm
 	} else {
 		wp.view.current = wp.task
 	}
+	on, cuts := wp.w.floodOn(wp, cmd.ExecutionID), len(wp.w.cuts)
 	ev, err := wp.ledger.RenewLease(ctx, op, cmd, by)
 	wp.w.observeWrite(wp.p, op, cmd.ExecutionID, domain.CommandRenewLease, err)
+	wp.w.holderWrote(wp, op, cmd.ExecutionID, domain.CommandRenewLease, on, cuts, err, func(st *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return st.RenewLease(cmd, now)
+	})
 	return ev, err
 }
 
@@ -182,9 +192,13 @@ func (l *workerLedger) RecordOutcome(ctx context.Context, op domain.OperationID,
 		return errProcessDead
 	}
 	wp.view.current = wp.task
+	on, cuts := wp.w.floodOn(wp, cmd.ExecutionID), len(wp.w.cuts)
 	err := wp.ledger.RecordOutcome(ctx, op, cmd, by)
 	wp.w.tracef(wp.p, "%s records %s for %s epoch %d → %s", wp.task, cmd.Outcome, cmd.ExecutionID, cmd.LeaseEpoch, errText(err))
 	wp.w.observeWrite(wp.p, op, cmd.ExecutionID, domain.CommandRecordOutcome, err)
+	wp.w.holderWrote(wp, op, cmd.ExecutionID, domain.CommandRecordOutcome, on, cuts, err, func(st *domain.Operation, now time.Time) ([]domain.Event, error) {
+		return st.RecordOutcome(cmd, now)
+	})
 	return err
 }
 

@@ -35,6 +35,10 @@ type Options struct {
 	Timeline bool
 	// Logger receives the roles' logs (default: discarded).
 	Logger *slog.Logger
+	// hostileEvidenceOnOpStream plants a defect for the tests: the hostile
+	// caller's evidence is appended to the operation's stream, not beside
+	// it, where it moves the version the holder appends at.
+	hostileEvidenceOnOpStream bool
 }
 
 // World is one schedule's simulated world.
@@ -96,6 +100,15 @@ type World struct {
 	apiNotices                         *noticing       // the API process's regression recorder
 	oracle                             *ledger.Handler // reads the store directly, no cache: the world's own look
 
+	// hostile floods (hostile.go): the one on (nil: none), how many
+	// began, and the process and handler the hostile caller presents
+	// through (made at the first)
+	flood          *flood
+	floods         int
+	hostile        *process
+	hostileLedger  *ledger.Handler
+	hostileNotices *noticing
+
 	obs observations
 }
 
@@ -119,7 +132,7 @@ func newWorld(ctx context.Context, spec Spec, opts Options, store eventstore.Sto
 		w.log = slog.New(slog.DiscardHandler)
 	}
 	w.s = newSched(w)
-	w.swarm = newSwarm(w.rng, spec.Faults)
+	w.swarm = newSwarm(w.rng, newRNG(lateSeed(spec.Seed)), spec.Faults)
 	profiles := provider.BuiltinProfiles()
 	w.profile = profiles[w.rng.intn(len(profiles))]
 	cfg, err := sim.ConfigFor(w.profile)
@@ -310,6 +323,13 @@ type observations struct {
 	claimed       []claimedExec
 	notices       []notice
 	unnoticed     []unnoticed
+	// hostile floods: presentations made, holder writes under a flood, the
+	// holder writes the flood may have failed or delayed, and hostile
+	// presentations answered Claimed
+	hostile        int
+	holderWrites   int
+	holderFailures []string
+	hostileClaims  []hostileClaim
 }
 
 type claimedExec struct {
