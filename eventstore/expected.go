@@ -6,10 +6,12 @@ import (
 )
 
 // ExpectedVersion is the condition an Append places on the stream's current
-// version. Build one with Any, NoStream or Exact.
+// version, and optionally on another stream (Beside). Build one with Any,
+// NoStream or Exact.
 type ExpectedVersion struct {
 	kind    expectedKind
 	version int64
+	fence   Fence
 }
 
 type expectedKind uint8
@@ -61,15 +63,31 @@ func (e ExpectedVersion) Matches(current int64) bool {
 	}
 }
 
+// Beside adds fence f to the condition: the append also requires that
+// stream f.Stream holds event f.EventID at version f.Version. A zero Fence
+// removes it.
+func (e ExpectedVersion) Beside(f Fence) ExpectedVersion {
+	e.fence = f
+	return e
+}
+
+// Fence returns the condition's fence on another stream, if any.
+func (e ExpectedVersion) Fence() (Fence, bool) { return e.fence, e.fence.Stream != "" }
+
 func (e ExpectedVersion) String() string {
+	var s string
 	switch e.kind {
 	case expectNoStream:
-		return "no-stream"
+		s = "no-stream"
 	case expectExact:
-		return strconv.FormatInt(e.version, 10)
+		s = strconv.FormatInt(e.version, 10)
 	default:
-		return "any"
+		s = "any"
 	}
+	if f, ok := e.Fence(); ok {
+		s += " beside " + f.String()
+	}
+	return s
 }
 
 var _ fmt.Stringer = ExpectedVersion{}

@@ -213,7 +213,7 @@ func (h *Handler) recordUnattributed(ctx context.Context, ev domain.Event, by Ca
 	now := h.cfg.Clock.Now()
 	stream := domain.UnattributedStreamFor(now)
 	if p, ok := ev.(domain.PresentationRejected); ok {
-		if err := h.evidence.record(ctx, p.OperationID, stream, by.CorrelationID, by, []domain.Event{ev}); err != nil {
+		if err := h.evidence.record(ctx, p.OperationID, stream, by.CorrelationID, by, []domain.Event{ev}, decidedOn{}); err != nil {
 			return fmt.Errorf("record evidence: %w", err)
 		}
 		return nil

@@ -85,6 +85,27 @@ func (e evidenceEntry) withMessages(events []domain.Event) map[domain.MessageID]
 	return msgs
 }
 
+// holdsDuplicates reports whether e records one by one the refusal of
+// every message a DeliveryDuplicated of evidence names that state (nil:
+// none) does not: such a duplicate was decided on that refusal.
+func (e evidenceEntry) holdsDuplicates(evidence []domain.Event, state *domain.Operation) bool {
+	for _, ev := range evidence {
+		d, ok := ev.(domain.DeliveryDuplicated)
+		if !ok {
+			continue
+		}
+		if state != nil {
+			if _, known := state.Messages[d.MessageID]; known {
+				continue
+			}
+		}
+		if _, seen := e.msgs[d.MessageID]; !seen {
+			return false
+		}
+	}
+	return true
+}
+
 // messageOf is the message a refused presentation or duplicate names.
 func messageOf(e domain.Event) domain.MessageID {
 	switch ev := e.(type) {
@@ -228,6 +249,28 @@ type pastBound struct {
 	event  domain.Event
 	key    domain.EvidenceKey
 	window time.Time
+	fence  eventstore.Fence // the operation's event it was decided on
+}
+
+// decidedOn is what evidence was decided on: the operation's state (nil
+// for the unattributed) and the fence of its last event (zero when none).
+type decidedOn struct {
+	state *domain.Operation
+	fence eventstore.Fence
+}
+
+// errEvidenceStale refuses evidence decided on an evidence stream that no
+// longer holds what it was decided on: a duplicate of a message whose
+// refusal the stream lost (a failover). The command decides again.
+var errEvidenceStale = errors.New("evidence decided on a refusal the evidence stream no longer holds")
+
+// mustDecideAgain reports whether err, from record, means the evidence was
+// decided on a state the log no longer holds: the operation's event it was
+// decided on is gone (eventstore.ErrFenceGone) or the refusal a duplicate
+// named is (errEvidenceStale). Nothing was recorded; the command decides
+// again on what the log holds.
+func mustDecideAgain(err error) bool {
+	return errors.Is(err, eventstore.ErrFenceGone) || errors.Is(err, errEvidenceStale)
 }
 
 // record appends evidence about op to stream: each refusal within the
@@ -235,12 +278,19 @@ type pastBound struct {
 // into a summary, which it waits for (see summarizer). It returns once
 // every refusal is recorded, by event or by count, or with the store's
 // error.
-func (w *evidenceWriter) record(ctx context.Context, op domain.OperationID, stream string, corr domain.CorrelationID, by Cause, evidence []domain.Event) error {
-	past, err := w.appendOneByOne(ctx, stream, corr, by, evidence)
+//
+// on is what the evidence was decided on: every append of it, summaries
+// included, is refused once the log no longer holds the operation's event
+// it was decided on, and a duplicate of a message the operation's state
+// does not name once the evidence stream no longer holds its refusal (see
+// mustDecideAgain), so no evidence outlives the history it was decided on.
+func (w *evidenceWriter) record(ctx context.Context, op domain.OperationID, stream string, corr domain.CorrelationID, by Cause, evidence []domain.Event, on decidedOn) error {
+	past, err := w.appendOneByOne(ctx, stream, corr, by, evidence, on)
 	if err != nil {
 		return err
 	}
 	for _, p := range past {
+		p.fence = on.fence
 		if err := w.sum.count(ctx, op, stream, corr, p, by.Actor); err != nil {
 			return err
 		}
@@ -250,7 +300,7 @@ func (w *evidenceWriter) record(ctx context.Context, op domain.OperationID, stre
 
 // appendOneByOne appends the refusals of evidence the bound admits one by
 // one and returns the others.
-func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr domain.CorrelationID, by Cause, evidence []domain.Event) ([]pastBound, error) {
+func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr domain.CorrelationID, by Cause, evidence []domain.Event, on decidedOn) ([]pastBound, error) {
 	mu := w.lock(stream)
 	mu.Lock()
 	defer mu.Unlock()
@@ -261,6 +311,10 @@ func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr
 			if cur, err = w.fold(ctx, stream); err != nil {
 				return nil, err
 			}
+		}
+		if !cur.holdsDuplicates(evidence, on.state) {
+			w.forget(stream)
+			return nil, fmt.Errorf("record evidence in %s: %w", stream, errEvidenceStale)
 		}
 		log := cur.log
 		trial := log.Clone()
@@ -283,14 +337,14 @@ func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr
 			w.keep(cur)
 			return past, nil
 		}
-		last, err := w.h.appendEvents(ctx, stream, eventstore.Exact(log.Version), corr, by, w.h.cfg.Clock.Now(), one)
+		last, err := w.h.appendEvents(ctx, stream, eventstore.Exact(log.Version).Beside(on.fence), corr, by, w.h.cfg.Clock.Now(), one)
 		if err == nil {
 			trial.Version = log.Version + int64(len(one))
 			w.keep(evidenceEntry{log: trial, msgs: cur.withMessages(one), lastID: last})
 			return past, nil
 		}
 		w.forget(stream)
-		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 >= w.h.cfg.MaxConflictRetries {
+		if errors.Is(err, eventstore.ErrFenceGone) || !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 >= w.h.cfg.MaxConflictRetries {
 			return nil, fmt.Errorf("record evidence in %s: %w", stream, err)
 		}
 		// Another process appended to the evidence stream: read it again
@@ -300,8 +354,9 @@ func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr
 	}
 }
 
-// appendSummary appends one summary to stream, fenced by its version.
-func (w *evidenceWriter) appendSummary(ctx context.Context, stream string, corr domain.CorrelationID, by Cause, s domain.RefusalsSummarized) error {
+// appendSummary appends one summary to stream, fenced by its version and
+// by fence, the latest operation event one of its refusals was decided on.
+func (w *evidenceWriter) appendSummary(ctx context.Context, stream string, corr domain.CorrelationID, by Cause, s domain.RefusalsSummarized, fence eventstore.Fence) error {
 	mu := w.lock(stream)
 	mu.Lock()
 	defer mu.Unlock()
@@ -313,7 +368,7 @@ func (w *evidenceWriter) appendSummary(ctx context.Context, stream string, corr 
 				return err
 			}
 		}
-		last, err := w.h.appendEvents(ctx, stream, eventstore.Exact(cur.log.Version), corr, by, w.h.cfg.Clock.Now(), []domain.Event{s})
+		last, err := w.h.appendEvents(ctx, stream, eventstore.Exact(cur.log.Version).Beside(fence), corr, by, w.h.cfg.Clock.Now(), []domain.Event{s})
 		if err == nil {
 			cur.log.Version++
 			cur.lastID = last
@@ -321,7 +376,7 @@ func (w *evidenceWriter) appendSummary(ctx context.Context, stream string, corr 
 			return nil
 		}
 		w.forget(stream)
-		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 >= w.h.cfg.MaxConflictRetries {
+		if errors.Is(err, eventstore.ErrFenceGone) || !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 >= w.h.cfg.MaxConflictRetries {
 			return fmt.Errorf("record evidence in %s: %w", stream, err)
 		}
 		cur = evidenceEntry{}

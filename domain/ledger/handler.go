@@ -327,8 +327,17 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 			}
 			if len(evidence) > 0 {
 				// Evidence only: decided on the stream as it is now, recorded
-				// beside it, never moving its version.
-				if err := h.evidence.record(ctx, op, domain.EvidenceStreamOf(op), state.CorrelationID, by, evidence); err != nil {
+				// beside it, never moving its version, fenced by the event
+				// it was decided on.
+				err := h.evidence.record(ctx, op, domain.EvidenceStreamOf(op), state.CorrelationID, by, evidence, decidedOn{state: state, fence: fenceOf(stream, state, anchor)})
+				if mustDecideAgain(err) {
+					h.cfg.Logger.DebugContext(ctx, "evidence decided on what the log no longer holds; deciding again", "stream", stream, "try", try+1, "err", err)
+					h.cache.forget(stream)
+					state, anchor, shared = h.refresh(ctx, stream, state, anchor, shared)
+					cached = false
+					continue
+				}
+				if err != nil {
 					return nil, nil, err
 				}
 			}
@@ -340,18 +349,8 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 			h.cache.forget(stream)
 			if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 				h.cfg.Logger.DebugContext(ctx, "version conflict; deciding again", "stream", stream, "try", try+1, "cached", cached)
-				// The events after the state decided on are all that changed,
-				// unless the stream no longer holds the state's last event.
-				f := &folding{state: state, lastID: anchor, remembered: true, shared: shared}
+				state, anchor, shared = h.refresh(ctx, stream, state, anchor, shared)
 				cached = false
-				if err := h.catchUp(ctx, stream, f); err != nil {
-					state = nil // load it whole
-					if g, regressed, lerr := h.afterRegression(ctx, stream, err); regressed && lerr == nil {
-						state, anchor, shared = g.state, g.lastID, g.shared
-					}
-					continue
-				}
-				state, anchor, shared = f.state, f.lastID, f.shared
 				continue
 			}
 			return nil, nil, err
@@ -368,13 +367,40 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 		}
 		h.cache.put(stream, state, last)
 		if len(evidence) > 0 {
-			if err := h.evidence.record(ctx, op, domain.EvidenceStreamOf(op), state.CorrelationID, by, evidence); err != nil {
+			// Fenced by the events just appended: refused only if a
+			// failover lost them, an outcome the caller must settle as any
+			// other unknown append.
+			if err := h.evidence.record(ctx, op, domain.EvidenceStreamOf(op), state.CorrelationID, by, evidence, decidedOn{state: state, fence: fenceOf(stream, state, last)}); err != nil {
 				return nil, nil, err
 			}
 		}
 		return state, decided, derr
 	}
 	return nil, nil, fmt.Errorf("%s: %w after %d conflicts", stream, ErrContention, try)
+}
+
+// refresh returns the state to decide on again after a conflict: the
+// events after state are all that changed, unless the stream no longer
+// holds state's last event (anchor); then it tells the regression and
+// loads the stream as it is (nil state: the caller loads it whole).
+func (h *Handler) refresh(ctx context.Context, stream string, state *domain.Operation, anchor string, shared bool) (*domain.Operation, string, bool) {
+	f := &folding{state: state, lastID: anchor, remembered: true, shared: shared}
+	if err := h.catchUp(ctx, stream, f); err != nil {
+		if g, regressed, lerr := h.afterRegression(ctx, stream, err); regressed && lerr == nil {
+			return g.state, g.lastID, g.shared
+		}
+		return nil, "", false
+	}
+	return f.state, f.lastID, f.shared
+}
+
+// fenceOf is the fence of evidence decided on state, whose last event in
+// stream is lastID: none when the operation has no event.
+func fenceOf(stream string, state *domain.Operation, lastID string) eventstore.Fence {
+	if state.Version < 0 || lastID == "" {
+		return eventstore.Fence{}
+	}
+	return eventstore.Fence{Stream: stream, Version: state.Version, EventID: lastID}
 }
 
 // appendEvents encodes and appends events, resending the very same append

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"opledger/domain"
+	"opledger/eventstore"
 )
 
 // SummaryActor is the actor of a RefusalsSummarized: the ledger counted
@@ -48,10 +49,11 @@ type summaryQueue struct {
 }
 
 type summaryBatch struct {
-	b    *domain.SummaryBuilder
-	corr domain.CorrelationID
-	done chan struct{}
-	err  error // set before done is closed
+	b     *domain.SummaryBuilder
+	corr  domain.CorrelationID
+	fence eventstore.Fence // the latest operation event a refusal counted was decided on
+	done  chan struct{}
+	err   error // set before done is closed
 }
 
 func newSummarizer(w *evidenceWriter) *summarizer {
@@ -80,6 +82,7 @@ func (s *summarizer) count(ctx context.Context, op domain.OperationID, stream st
 			wait = s.w.h.cfg.SummaryEvery - time.Since(q.last)
 		}
 		err := b.b.Add(p.event, principal)
+		b.fenceAt(p.fence)
 		s.mu.Unlock()
 		if err != nil {
 			// Nothing counted: the batch is appended without it.
@@ -92,6 +95,7 @@ func (s *summarizer) count(ctx context.Context, op domain.OperationID, stream st
 		return b.err
 	}
 	err := b.b.Add(p.event, principal)
+	b.fenceAt(p.fence)
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -120,15 +124,25 @@ func (s *summarizer) flush(k summaryKey, q *summaryQueue, b *summaryBatch, wait 
 		return
 	}
 	summary := b.b.Summary(s.w.h.cfg.Clock.Now())
+	fence := b.fence
 	q.last = time.Now()
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), summaryAppendTimeout)
 	defer cancel()
-	b.err = s.w.appendSummary(ctx, k.stream, b.corr, Cause{Actor: SummaryActor}, summary)
+	b.err = s.w.appendSummary(ctx, k.stream, b.corr, Cause{Actor: SummaryActor}, summary, fence)
 	s.mu.Lock()
 	q.last = time.Now()
 	s.mu.Unlock()
 	close(b.done)
+}
+
+// fenceAt makes f the batch's fence when it is later than the one it has:
+// an operation's versions only grow, so a log that holds the latest event
+// a refusal was decided on holds the earlier ones. The caller holds s.mu.
+func (b *summaryBatch) fenceAt(f eventstore.Fence) {
+	if f.Stream != "" && (b.fence.Stream == "" || f.Version > b.fence.Version) {
+		b.fence = f
+	}
 }
 
 // prune drops idle queues whose last summary is older than SummaryEvery

@@ -26,6 +26,13 @@ import (
 // append with expected version Any reads the stream's tail for a retry and
 // then appends at the exact version it found (appendAny).
 //
+// A fence (eventstore.ExpectedVersion.Beside) is read just before the
+// append: KurrentDB has no condition on a second stream, so an append and
+// a loss of the fenced event between the two are not told apart. A
+// KurrentDB cluster acknowledges a write once a quorum holds it, so it
+// loses no acknowledged event in a failover, which is what fences guard
+// against on the other backends.
+//
 // Beyond eventstore.ValidateAppend, the stream must be in the store's
 // categories (Config.StreamPrefixes), event ids must be lowercase canonical
 // UUIDs and Data and Metadata must be JSON that chain.Canonicalize accepts
@@ -42,6 +49,15 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	b, err := newBatch(stream, events)
 	if err != nil {
 		return eventstore.AppendResult{}, err
+	}
+	if f, ok := expected.Fence(); ok {
+		page, err := s.ReadStream(ctx, f.Stream, max(f.Version, 0), 1)
+		if err != nil {
+			return eventstore.AppendResult{}, err
+		}
+		if !f.Holds(page) {
+			return eventstore.AppendResult{}, &eventstore.FenceError{Stream: stream, Fence: f}
+		}
 	}
 	h := head{version: eventstore.NoStreamVersion, hash: chain.Genesis}
 	switch v, exact := expected.Version(); {

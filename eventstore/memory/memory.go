@@ -91,6 +91,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if v, ok := s.idempotentRetry(stream, expected, events); ok {
 		return eventstore.AppendResult{NextExpectedVersion: v}, nil
 	}
+	if f, ok := expected.Fence(); ok && !s.holds(f) {
+		return eventstore.AppendResult{}, &eventstore.FenceError{Stream: stream, Fence: f}
+	}
 	if !expected.Matches(current) {
 		return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: current}
 	}
@@ -120,6 +123,13 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	}
 	s.heads[stream] = eventstore.StreamHead{StreamID: stream, Version: current, Hash: slices.Clone(prev[:])}
 	return eventstore.AppendResult{NextExpectedVersion: current}, nil
+}
+
+// holds reports whether the store holds fence f's event. The caller holds
+// s.mu.
+func (s *Store) holds(f eventstore.Fence) bool {
+	idx := s.streams[f.Stream]
+	return f.Version >= 0 && f.Version < int64(len(idx)) && s.log[idx[f.Version]].ID == f.EventID
 }
 
 // idempotentRetry reports whether events were already appended to stream, in

@@ -156,6 +156,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err != nil {
 		return eventstore.AppendResult{}, err
 	}
+	if f, ok := expected.Fence(); ok {
+		return s.appendFenced(ctx, stream, expected, f, b)
+	}
 	if expected.IsAny() {
 		return s.appendAny(ctx, stream, b)
 	}
@@ -365,8 +368,13 @@ func (s *Store) queryAppends(ctx context.Context, q querier, rs []*appendRequest
 // lookup reads, in one snapshot, the stream's version and head hash and
 // where any of the batch's event ids sit in it (event id -> version).
 func (s *Store) lookup(ctx context.Context, stream string, b appendBatch) (int64, []byte, map[string]int64, error) {
+	return s.lookupOn(ctx, s.pool, stream, b)
+}
+
+// lookupOn is lookup on q.
+func (s *Store) lookupOn(ctx context.Context, q querier, stream string, b appendBatch) (int64, []byte, map[string]int64, error) {
 	op := "append " + stream
-	rows, err := s.pool.Query(ctx, s.sql.settle, stream, b.ids)
+	rows, err := q.Query(ctx, s.sql.settle, stream, b.ids)
 	if err != nil {
 		return 0, nil, nil, interpretError(op, err)
 	}

@@ -6,7 +6,7 @@ import "fmt"
 // construction so no call builds SQL.
 type statements struct {
 	appendBatch, appendOne     string
-	settle                     string
+	settle, fence              string
 	readStream, readAll, head  string
 	readHeads                  string
 	loadSnapshot, saveSnapshot string
@@ -135,6 +135,10 @@ FROM (SELECT $1::text AS stream_id) AS k
 LEFT JOIN %[1]s.streams s ON s.stream_id = k.stream_id
 LEFT JOIN %[1]s.events e ON e.stream_id = k.stream_id AND e.event_id = ANY($2::uuid[])`
 
+	// fenceSQL reports whether stream $1 holds event $3 at version $2.
+	fenceSQL = `SELECT EXISTS (SELECT 1 FROM %[1]s.events
+WHERE stream_id = $1::text AND stream_version = $2::bigint AND event_id = $3::uuid)`
+
 	eventColumns = `global_position, transaction_id, stream_id, stream_version, event_id::text, event_type, data, metadata, recorded_at, prev_hash, event_hash`
 
 	readStreamSQL = `SELECT ` + eventColumns + `
@@ -179,6 +183,7 @@ func newStatements(ident string) statements {
 		appendBatch:  fmt.Sprintf(appendBatchSQL, ident),
 		appendOne:    fmt.Sprintf(appendOneSQL, ident),
 		settle:       fmt.Sprintf(settleSQL, ident),
+		fence:        fmt.Sprintf(fenceSQL, ident),
 		readStream:   fmt.Sprintf(readStreamSQL, ident),
 		readAll:      fmt.Sprintf(readAllSQL, ident),
 		head:         fmt.Sprintf(headSQL, ident),

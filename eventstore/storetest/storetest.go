@@ -107,6 +107,7 @@ func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store, opts ...Opt
 		{"Append/Invalid", s.appendInvalid},
 		{"Append/IdempotentRetry", s.appendIdempotentRetry},
 		{"Append/RetryRefused", s.appendRetryRefused},
+		{"Append/Fenced", s.appendFenced},
 		{"Append/RaceExact", s.raceExact},
 		{"Append/RaceNoStream", s.raceNoStream},
 		{"Append/RaceAny", s.raceAny},

@@ -62,6 +62,8 @@ func Run(t *testing.T, b Backend) {
 	t.Run("RewrittenStreamNoticed", func(t *testing.T) { t.Parallel(); rewrittenStreamNoticed(t, b) })
 	t.Run("WorkerKeepsTheLostEffect", func(t *testing.T) { t.Parallel(); workerKeepsTheLostEffect(t, b) })
 	t.Run("LostOperationIsEvidence", func(t *testing.T) { t.Parallel(); lostOperationIsEvidence(t, b) })
+	t.Run("EvidenceOnALostClaim", func(t *testing.T) { t.Parallel(); evidenceOnALostClaim(t, b) })
+	t.Run("DuplicateOfALostRefusal", func(t *testing.T) { t.Parallel(); duplicateOfALostRefusal(t, b) })
 	t.Run("HostilePresentationsNeverDelayTheHolder", func(t *testing.T) { t.Parallel(); hostilePresentations(t, b) })
 }
 

@@ -1,0 +1,93 @@
+package ledgertest
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"opledger/domain"
+	"opledger/eventstore"
+)
+
+// The tests of evidence decided on a history the log then lost: a failover
+// between the decision and the evidence's append (the store loses the
+// latest events just before the append reaches it). Evidence is kept
+// beside the operation's stream, so its append is fenced by the event it
+// was decided on (eventstore.Fence), and a duplicate by the refusal it
+// names: what the log no longer holds is never the basis of a record.
+
+// losingBeforeAppend is a store that, once armed, runs lose just before
+// the next append to stream.
+type losingBeforeAppend struct {
+	eventstore.Store
+	stream string
+	armed  atomic.Bool
+	lose   func()
+}
+
+func (s *losingBeforeAppend) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events []eventstore.EventData) (eventstore.AppendResult, error) {
+	if stream == s.stream && s.armed.CompareAndSwap(true, false) {
+		s.lose()
+	}
+	return s.Store.Append(ctx, stream, expected, events)
+}
+
+// evidenceOnALostClaim: a replay of spent authority is decided on the
+// claim that spent it; the log loses the claim (and the capability) before
+// the refusal is appended. The refusal "already consumed, replay
+// suspected" is not recorded beside a history without that claim: the
+// presentation is decided again on what the log holds and recorded so.
+func evidenceOnALostClaim(t *testing.T, b Backend) {
+	requireShorten(t, b)
+	h := NewHarness(t, b)
+	h.Allow(OKFacts)
+	capID := h.Issue()
+	claimed := h.Claim(h.H, "MSG-1", capID, "worker-a")
+	require.Equal(t, domain.StatusClaimed, claimed.Status)
+	stream, evidence := h.Op.StreamName(), domain.EvidenceStreamOf(h.Op)
+	seen := h.lastEvent(stream)
+
+	losing := &losingBeforeAppend{Store: h.Store, stream: evidence}
+	losing.lose = func() { b.Shorten(t, h.Store, stream, 1) } // the capability and the claim are gone
+	losing.armed.Store(true)
+	out := h.Claim(h.Handler(losing), "MSG-REPLAY", capID, "worker-b")
+
+	require.False(t, losing.armed.Load(), "the log lost the claim between the decision and the append")
+	require.NotEqual(t, domain.ReasonCapabilityAlreadyConsumed, out.Reason, "decided again on the log without the claim")
+	events, err := h.Store.ReadStream(context.Background(), evidence, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, events, 1, "one refusal recorded, decided on what the log holds")
+	require.Equal(t, domain.TypePresentationRejected, events[0].Type)
+	require.NotContains(t, string(events[0].Data), `"replay_suspected":true`)
+	h.requireOneRegression(stream, 3, 1, seen.ID)
+}
+
+// duplicateOfALostRefusal: a message refused before is delivered again
+// and decided a duplicate of that refusal; the log loses the refusal
+// before the duplicate is appended. No duplicate of a presentation the log
+// no longer holds is recorded: the message is decided again, and refused
+// again.
+func duplicateOfALostRefusal(t *testing.T, b Backend) {
+	requireShorten(t, b)
+	h := NewHarness(t, b)
+	h.Allow(OKFacts)
+	capID := h.Issue()
+	require.Equal(t, domain.StatusClaimed, h.Claim(h.H, "MSG-1", capID, "worker-a").Status)
+	evidence := domain.EvidenceStreamOf(h.Op)
+	first := h.Claim(h.H, "MSG-X", capID, "worker-b")
+	require.Equal(t, domain.ReasonCapabilityAlreadyConsumed, first.Reason)
+	require.Equal(t, 1, h.CountEvents(domain.TypePresentationRejected))
+
+	losing := &losingBeforeAppend{Store: h.Store, stream: evidence}
+	losing.lose = func() { b.Shorten(t, h.Store, evidence, eventstore.NoStreamVersion) } // the refusal is gone
+	lh := h.Handler(losing)
+	losing.armed.Store(true)
+	again := h.Claim(lh, "MSG-X", capID, "worker-b")
+
+	require.False(t, losing.armed.Load(), "the log lost the refusal between the decision and the append")
+	require.Equal(t, domain.ReasonCapabilityAlreadyConsumed, again.Reason, "refused again, not answered a duplicate of what is gone")
+	require.Zero(t, h.CountEvents(domain.TypeDeliveryDuplicated))
+	require.Equal(t, 1, h.CountEvents(domain.TypePresentationRejected), "the refusal, recorded again")
+}
