@@ -35,7 +35,7 @@ var baseWeight = map[Fault]float64{
 	FaultStoreOutage: 0.12, FaultMsgRedeliver: 0.2, FaultMsgMalformed: 0.08, FaultMsgUnreadable: 0.08, FaultMsgReplay: 0.2,
 	FaultDLQResubmit: 0.2, FaultWorkerCrash: 0.15, FaultWorkerFreeze: 0.2, FaultServeRestart: 0.08, FaultClockJump: 0.1,
 	FaultAgentForgedWrite: 0.2, FaultStoreFailover: 0.08, FaultStoreFailoverLossy: 0.1,
-	FaultHostileFlood: 0.15,
+	FaultHostileFlood: 0.1,
 }
 
 // lateKinds are the kinds from which on the swarm's draws come from a
