@@ -131,6 +131,7 @@ func longEvidenceStreamStaysClaimable(t *testing.T, b Backend) {
 	require.Equal(t, domain.StatusAlreadyConsumed, out.Status)
 	require.EqualValues(t, n, h.evidenceVersion(), "the replay is recorded")
 	folded := reads.take()
+	t.Logf("cold fold of a %d-event evidence stream: %d reads, %d events: %v", n, len(folded), rowsRead(folded), folded)
 	require.Less(t, rowsRead(folded), foldMaxEvents, "the cold fold read the snapshot's event and what follows it, not the stream: %v", folded)
 
 	again := h.Claim(h.HandlerWith(h.Store, foldLimits), "MSG-R-3", capID, "worker-z")
@@ -173,6 +174,7 @@ func evidenceConflictFoldsWhatFollows(t *testing.T, b Backend) {
 	h.replays(behind, capID, "MSG-B", 1, 2)
 	require.EqualValues(t, 1, conflicts.conflicts.Load(), "the append was made on a fold behind the stream")
 	caughtUp := reads.take()
+	t.Logf("conflict on a %d-event evidence stream, %d events behind: %d reads, %d events: %v", 100+appended+1, appended, len(caughtUp), rowsRead(caughtUp), caughtUp)
 	require.NotEmpty(t, caughtUp)
 	for _, r := range caughtUp {
 		require.GreaterOrEqual(t, r.from, int64(100), "read from the fold's last event on: %v", caughtUp)
