@@ -42,14 +42,9 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// sweepFaults are the kinds the CI sweep injects: every one but
-// store-failover-lossy, which breaks invariants since the evidence streams
-// landed (docs/simulation.md, finding 7: evidence beside an operation is
-// not fenced with its stream, and a lossy failover leaves the two
-// disagreeing). `opledger sim` injects it by default; it comes back here
-// once finding 7 is fixed.
+// sweepFaults are the kinds the CI sweep injects: every one.
 func sweepFaults(t *testing.T) simworld.FaultSet {
-	f, err := simworld.ParseFaults("all,-" + string(simworld.FaultStoreFailoverLossy))
+	f, err := simworld.ParseFaults("all")
 	require.NoError(t, err)
 	return f
 }
@@ -93,10 +88,6 @@ func TestSweep(t *testing.T) {
 	// struck somewhere (a sweep of this size draws each kind many times).
 	if sum.Schedules >= 1000 {
 		for _, f := range simworld.Faults {
-			if f == simworld.FaultStoreFailoverLossy {
-				require.Zero(t, sum.FaultsInjected[f], "fault %s is left out of the CI sweep", f)
-				continue
-			}
 			require.Positive(t, sum.FaultsInjected[f], "fault %s never injected in %d schedules", f, sum.Schedules)
 		}
 	}
