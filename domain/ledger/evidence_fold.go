@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"opledger/domain"
@@ -88,6 +89,10 @@ func cloneMessages(m map[domain.MessageID]struct{}) map[domain.MessageID]struct{
 	return c
 }
 
+// errFoldTooLong refuses a fold that would read more than MaxStreamEvents
+// events.
+var errFoldTooLong = errors.New("evidence fold too long")
+
 // foldOn folds the events of stream after f's, page by page, until the
 // stream ends, refusing to read more than MaxStreamEvents events in one
 // fold.
@@ -95,7 +100,7 @@ func (w *evidenceWriter) foldOn(ctx context.Context, stream string, f *evidenceF
 	page := w.h.cfg.ReadPage
 	for !f.ended {
 		if f.read >= w.h.cfg.MaxStreamEvents {
-			return fmt.Errorf("load %s: more than %d events to fold after its snapshot: refusing to load it", stream, w.h.cfg.MaxStreamEvents)
+			return fmt.Errorf("load %s: %w: more than %d events to fold after its snapshot: refusing to load it", stream, errFoldTooLong, w.h.cfg.MaxStreamEvents)
 		}
 		recs, err := w.h.cfg.Store.ReadStream(ctx, stream, f.entry.log.Version+1, page)
 		if err != nil {
@@ -141,7 +146,8 @@ func (w *evidenceWriter) fold(ctx context.Context, stream string) (evidenceEntry
 // reads from e's last event on, and folds the events after it. The stream
 // must still hold that very event at e's version; when it does not (the
 // stream went back: a failover lost events), e is dropped and the stream
-// folded afresh (fold). e is not changed: what it shares with the kept
+// folded afresh (fold), as it is when e is further behind than one fold
+// may read (from its snapshot, then). e is not changed: what it shares with the kept
 // entry is copied before anything is added.
 func (w *evidenceWriter) catchUp(ctx context.Context, stream string, e evidenceEntry) (evidenceEntry, error) {
 	if e.log.Version < 0 || e.lastID == "" {
@@ -164,6 +170,12 @@ func (w *evidenceWriter) catchUp(ctx context.Context, stream string, e evidenceE
 	}
 	f.ended = len(recs) < page
 	if err := w.foldOn(ctx, stream, f); err != nil {
+		if errors.Is(err, errFoldTooLong) {
+			// Further behind than one fold may read: start again from the
+			// stream's snapshot.
+			w.forget(stream)
+			return w.fold(ctx, stream)
+		}
 		return evidenceEntry{}, err
 	}
 	w.keepSnapshot(ctx, f)

@@ -121,8 +121,10 @@ func longEvidenceStreamStaysClaimable(t *testing.T, b Backend) {
 	flood := h.HandlerWith(h.Store, foldLimits)
 	claimed := h.Claim(flood, "MSG-1", capID, "worker-a")
 	require.Equal(t, domain.StatusClaimed, claimed.Status)
+	warm := h.HandlerWith(h.Store, foldLimits)
+	h.replays(warm, capID, "MSG-W", 0, 1) // its fold is kept at version 0
 	const n = foldMaxEvents + 3*foldSnapshotEvery
-	h.replays(flood, capID, "MSG-R", 0, n)
+	h.replays(flood, capID, "MSG-R", 1, n)
 	require.EqualValues(t, n-1, h.evidenceVersion())
 
 	reads := &streamReads{Store: h.Store, stream: domain.EvidenceStreamOf(h.Op)}
@@ -133,6 +135,11 @@ func longEvidenceStreamStaysClaimable(t *testing.T, b Backend) {
 	folded := reads.take()
 	t.Logf("cold fold of a %d-event evidence stream: %d reads, %d events: %v", n, len(folded), rowsRead(folded), folded)
 	require.Less(t, rowsRead(folded), foldMaxEvents, "the cold fold read the snapshot's event and what follows it, not the stream: %v", folded)
+
+	// A handler whose kept fold is more events behind than one fold may
+	// read starts again from the snapshot.
+	require.Equal(t, domain.StatusAlreadyConsumed, h.Claim(warm, "MSG-W-1", capID, "worker-w").Status)
+	require.EqualValues(t, n+1, h.evidenceVersion(), "the warm handler's replay is recorded")
 
 	again := h.Claim(h.HandlerWith(h.Store, foldLimits), "MSG-R-3", capID, "worker-z")
 	require.Equal(t, domain.StatusDuplicateDelivery, again.Status, "a message refused before, known from the snapshot")
