@@ -196,12 +196,34 @@ func (w *evidenceWriter) seenMessage(ctx context.Context, op domain.OperationID,
 		return true, nil
 	}
 	w.forget(stream)
-	if e, err = w.fold(ctx, stream); err != nil {
+	seen := e
+	e, err = w.fold(ctx, stream)
+	w.regressed(ctx, stream, seen, page, e, err)
+	if err != nil {
 		return false, err
 	}
 	w.keep(e)
 	_, ok := e.msgs[msg]
 	return ok, nil
+}
+
+// regressed tells Config.Regressions that stream no longer holds the event
+// seen, a fold the handler kept, ended at: page is what the stream holds
+// from that version on (its first event, if any, is there instead), held
+// the stream folded again (or err, reading it).
+func (w *evidenceWriter) regressed(ctx context.Context, stream string, seen evidenceEntry, page []eventstore.RecordedEvent, held evidenceEntry, err error) {
+	r := eventstore.Regression{Cache: w.h.cfg.CacheName, Stream: stream, SeenVersion: seen.log.Version, SeenEventID: seen.lastID,
+		HeldVersion: eventstore.NoStreamVersion}
+	if len(page) > 0 && page[0].Version == seen.log.Version {
+		r.HeldEventID = page[0].ID
+	}
+	r.Detail = fmt.Sprintf("%s went back: it no longer holds event %s at version %d, which this handler's evidence fold ended at", stream, seen.lastID, seen.log.Version)
+	if err == nil {
+		r.HeldVersion = held.log.Version
+	} else {
+		r.Detail += fmt.Sprintf("; reading it again failed: %v", err)
+	}
+	w.h.cfg.Regressions.ObserveRegression(ctx, r)
 }
 
 func (w *evidenceWriter) forget(stream string) {

@@ -145,8 +145,8 @@ func (w *evidenceWriter) fold(ctx context.Context, stream string) (evidenceEntry
 // catchUp brings e, a fold the handler kept, up to date with stream: it
 // reads from e's last event on, and folds the events after it. The stream
 // must still hold that very event at e's version; when it does not (the
-// stream went back: a failover lost events), e is dropped and the stream
-// folded afresh (fold), as it is when e is further behind than one fold
+// stream went back: a failover lost events), e is dropped, the stream
+// folded afresh (fold) and the regression told (Config.Regressions), as it is when e is further behind than one fold
 // may read (from its snapshot, then). e is not changed: what it shares with the kept
 // entry is copied before anything is added.
 func (w *evidenceWriter) catchUp(ctx context.Context, stream string, e evidenceEntry) (evidenceEntry, error) {
@@ -159,9 +159,10 @@ func (w *evidenceWriter) catchUp(ctx context.Context, stream string, e evidenceE
 		return evidenceEntry{}, fmt.Errorf("load %s: %w", stream, err)
 	}
 	if len(recs) == 0 || recs[0].Version != e.log.Version || recs[0].ID != e.lastID {
-		w.h.cfg.Logger.WarnContext(ctx, "evidence stream no longer holds the event its fold ended at; folding it afresh", "stream", stream, "version", e.log.Version)
 		w.forget(stream)
-		return w.fold(ctx, stream)
+		held, err := w.fold(ctx, stream)
+		w.regressed(ctx, stream, e, recs, held, err)
+		return held, err
 	}
 	e.log = e.log.Clone()
 	f := &evidenceFolding{entry: e, lastHash: recs[0].Hash}
