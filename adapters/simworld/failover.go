@@ -79,8 +79,7 @@ func (w *World) failover(lossy bool) {
 	w.txLens = w.txLens[:keepTx]
 	w.rollBackCheckpoints(keepTx)
 	w.cuts = append(w.cuts, c)
-	w.stopFlood() // none after a lossy failover (see hostile.go)
-	w.appends++   // the log changed under the relays
+	w.appends++ // the log changed under the relays
 	streams := slices.Sorted(func(yield func(string) bool) {
 		for s := range c.streams {
 			if !yield(s) {

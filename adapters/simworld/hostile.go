@@ -23,13 +23,6 @@ import (
 // scheduler step, between the other threads' steps: between a holder's load
 // and its append when its store call is preempted. The holder's renewals and
 // outcome made meanwhile must not notice (CheckHolderUnderFlood).
-//
-// Floods end at a lossy failover (store-failover-lossy), and none starts
-// after one, until the evidence writer asks the bound again when a
-// summary's append meets an evidence stream that went back
-// (docs/simulation.md, finding 8): a flood after the cut counts refusals
-// into a summary on a fold the store lost, and the CI sweep, which
-// injects both kinds, would fail audit I14.
 const (
 	hostileRate  = 50 // presentations a second of the world's clock
 	hostileEvery = time.Second / hostileRate

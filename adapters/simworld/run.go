@@ -337,7 +337,7 @@ func (w *World) faultActions() []action {
 		w.transport.offerAgain(inflight[w.rng.intn(len(inflight))], "redelivered while in flight")
 	}, "redeliver a message in flight")
 	offer(FaultAgentForgedWrite, len(w.obs.claimed) > 0, func() { w.forge() }, "forged executor write")
-	if w.flood == nil && len(w.cuts) == 0 && w.swarm.on(FaultHostileFlood) {
+	if w.flood == nil && w.swarm.on(FaultHostileFlood) {
 		if holders := w.holding(); len(holders) > 0 {
 			offer(FaultHostileFlood, true, func() { w.startFlood(holders) }, "hostile flood")
 		}
