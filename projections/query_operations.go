@@ -322,6 +322,22 @@ FROM %[1]s.deliveries WHERE operation_id = $1 ORDER BY result = 'Claimed' DESC, 
 	return ds, total, nil
 }
 
+// DuplicatesSummarized returns how many deliveries of operation op were
+// duplicates counted into summaries past the evidence bound
+// (RefusalsSummarized reasons of type DeliveryDuplicated): the deliveries
+// table's times_seen counts only those recorded one by one, and a summary
+// counts per key, not per message.
+func (r *Reads) DuplicatesSummarized(ctx context.Context, op string) (int64, error) {
+	var n int64
+	err := r.db.QueryRow(ctx, r.sql(`SELECT coalesce(sum((rc->>'count')::bigint), 0)::bigint
+FROM %[1]s.evidence e CROSS JOIN LATERAL jsonb_array_elements(e.summary->'reasons') AS rc
+WHERE e.operation_id = $1 AND e.kind = 'RefusalsSummarized' AND rc->>'type' = 'DeliveryDuplicated'`), op).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("read summarized duplicates of %s: %w", op, err)
+	}
+	return n, nil
+}
+
 // Reconciliation is one row of the reconciliations table: how an Unknown
 // execution was resolved or handed to a person.
 type Reconciliation struct {

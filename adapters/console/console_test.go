@@ -414,6 +414,12 @@ func TestConsoleOverHTTP(t *testing.T) {
 		require.Contains(t, p.text(), "219 refusals (#e0–#e218: DeliveryDuplicated ×16, RefusalsSummarized ×203) — reasons delivery.duplicate ×219; by worker-f;",
 			"the duplicates in the evidence stream, counted in one line: 16 one by one, then each counted by a summary (its callers came one at a time)")
 		require.Less(t, strings.Count(p.body, `<g class="step `), 12, "and drawn as one step")
+		// The deliveries table says what its times seen leaves to the
+		// summaries, once the read models hold them.
+		waitFor(t, "the summarized duplicates under the deliveries table", func() bool {
+			return strings.Contains(operator.get("/ui/operations/"+string(flooded)).text(),
+				"203 more duplicate deliveries, past the evidence bound, are counted in summaries")
+		})
 	})
 
 	t.Run("sign out", func(t *testing.T) {

@@ -49,6 +49,7 @@ type operationView struct {
 	EvidenceMore         bool
 	Deliveries           []projections.Delivery
 	DeliveriesTotal      int64 // of which Deliveries are the first maxDeliveriesShown
+	DuplicatesSummarized int64 // duplicate deliveries counted in summaries, not per message
 	Reconciliations      []projections.Reconciliation
 	Skipped              []projections.SkippedEvent
 	// References are the provider's references for this operation's
@@ -310,6 +311,9 @@ func (c *Console) operationDetails(r *http.Request, vw *operationView) error {
 	}
 	vw.Evidence, vw.EvidenceMore = evs.Evidence, evs.Next != 0
 	if vw.Deliveries, vw.DeliveriesTotal, err = c.cfg.Reads.DeliveriesShown(ctx, vw.ID, maxDeliveriesShown); err != nil {
+		return err
+	}
+	if vw.DuplicatesSummarized, err = c.cfg.Reads.DuplicatesSummarized(ctx, vw.ID); err != nil {
 		return err
 	}
 	if vw.Reconciliations, err = c.cfg.Reads.ReconciliationsOf(ctx, vw.ID); err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"opledger/domain"
-	"opledger/domain/codec"
 	"opledger/eventstore"
 )
 
@@ -58,6 +57,10 @@ type evidenceEntry struct {
 	log    *domain.EvidenceLog
 	msgs   map[domain.MessageID]struct{}
 	lastID string // the id of the event at log.Version ("" when none)
+	// snapshotAt is the version of the newest snapshot of the stream the
+	// handler found, kept or tried to keep (-1: none); the next is kept
+	// SnapshotEvery events past it (evidence_snapshot.go).
+	snapshotAt int64
 }
 
 // withMessages returns e's ids and those of events, sharing e's map when
@@ -134,7 +137,8 @@ func (w *evidenceWriter) cached(stream string) evidenceEntry {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.logs[stream]; ok {
-		return evidenceEntry{log: e.log.Clone(), msgs: e.msgs, lastID: e.lastID}
+		e.log = e.log.Clone()
+		return e
 	}
 	return evidenceEntry{}
 }
@@ -148,7 +152,8 @@ func (w *evidenceWriter) keep(e evidenceEntry) {
 			break
 		}
 	}
-	w.logs[e.log.Stream] = evidenceEntry{log: e.log.Clone(), msgs: e.msgs, lastID: e.lastID}
+	e.log = e.log.Clone()
+	w.logs[e.log.Stream] = e
 }
 
 // entry returns stream's fold, reading the stream when none is kept.
@@ -191,7 +196,10 @@ func (w *evidenceWriter) seenMessage(ctx context.Context, op domain.OperationID,
 		return true, nil
 	}
 	w.forget(stream)
-	if e, err = w.fold(ctx, stream); err != nil {
+	seen := e
+	e, err = w.fold(ctx, stream)
+	w.regressed(ctx, stream, seen, page, e, err)
+	if err != nil {
 		return false, err
 	}
 	w.keep(e)
@@ -199,48 +207,29 @@ func (w *evidenceWriter) seenMessage(ctx context.Context, op domain.OperationID,
 	return ok, nil
 }
 
+// regressed tells Config.Regressions that stream no longer holds the event
+// seen, a fold the handler kept, ended at: page is what the stream holds
+// from that version on (its first event, if any, is there instead), held
+// the stream folded again (or err, reading it).
+func (w *evidenceWriter) regressed(ctx context.Context, stream string, seen evidenceEntry, page []eventstore.RecordedEvent, held evidenceEntry, err error) {
+	r := eventstore.Regression{Cache: w.h.cfg.CacheName, Stream: stream, SeenVersion: seen.log.Version, SeenEventID: seen.lastID,
+		HeldVersion: eventstore.NoStreamVersion}
+	if len(page) > 0 && page[0].Version == seen.log.Version {
+		r.HeldEventID = page[0].ID
+	}
+	r.Detail = fmt.Sprintf("%s went back: it no longer holds event %s at version %d, which this handler's evidence fold ended at", stream, seen.lastID, seen.log.Version)
+	if err == nil {
+		r.HeldVersion = held.log.Version
+	} else {
+		r.Detail += fmt.Sprintf("; reading it again failed: %v", err)
+	}
+	w.h.cfg.Regressions.ObserveRegression(ctx, r)
+}
+
 func (w *evidenceWriter) forget(stream string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.logs, stream)
-}
-
-// fold reads stream whole into a fresh EvidenceLog, refusing a stream
-// longer than MaxStreamEvents.
-func (w *evidenceWriter) fold(ctx context.Context, stream string) (evidenceEntry, error) {
-	l := domain.NewEvidenceLog(stream, w.h.cfg.EvidenceBound)
-	msgs := map[domain.MessageID]struct{}{}
-	lastID := ""
-	page := w.h.cfg.ReadPage
-	for {
-		from := l.Version + 1
-		if from >= int64(w.h.cfg.MaxStreamEvents) {
-			return evidenceEntry{}, fmt.Errorf("load %s: stream longer than %d events: refusing to load it", stream, w.h.cfg.MaxStreamEvents)
-		}
-		recs, err := w.h.cfg.Store.ReadStream(ctx, stream, from, page)
-		if err != nil {
-			return evidenceEntry{}, fmt.Errorf("load %s: %w", stream, err)
-		}
-		for _, rec := range recs {
-			if rec.Version != l.Version+1 {
-				return evidenceEntry{}, fmt.Errorf("%w: %s: version %d follows %d", ErrCorruptStream, stream, rec.Version, l.Version)
-			}
-			d, err := codec.DecodeRecorded(rec)
-			if err != nil {
-				return evidenceEntry{}, fmt.Errorf("%w: %s@%d: %w", ErrCorruptStream, stream, rec.Version, err)
-			}
-			if err := l.Evolve(d.Event); err != nil {
-				return evidenceEntry{}, fmt.Errorf("%w: %s@%d: %v", ErrCorruptStream, stream, rec.Version, err)
-			}
-			if m := messageOf(d.Event); m != "" {
-				msgs[m] = struct{}{}
-			}
-			l.Version, lastID = rec.Version, rec.ID
-		}
-		if len(recs) < page {
-			return evidenceEntry{log: l, msgs: msgs, lastID: lastID}, nil
-		}
-	}
 }
 
 // pastBound is a refusal past the bound, to be counted into a summary of
@@ -340,17 +329,19 @@ func (w *evidenceWriter) appendOneByOne(ctx context.Context, stream string, corr
 		last, err := w.h.appendEvents(ctx, stream, eventstore.Exact(log.Version).Beside(on.fence), corr, by, w.h.cfg.Clock.Now(), one)
 		if err == nil {
 			trial.Version = log.Version + int64(len(one))
-			w.keep(evidenceEntry{log: trial, msgs: cur.withMessages(one), lastID: last})
+			w.keep(w.snapshotAppended(ctx, evidenceEntry{log: trial, msgs: cur.withMessages(one), lastID: last, snapshotAt: cur.snapshotAt}))
 			return past, nil
 		}
 		w.forget(stream)
 		if errors.Is(err, eventstore.ErrFenceGone) || !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 >= w.h.cfg.MaxConflictRetries {
 			return nil, fmt.Errorf("record evidence in %s: %w", stream, err)
 		}
-		// Another process appended to the evidence stream: read it again
-		// (whole, so a stream that went back is read as it is) and admit
-		// again on what it holds.
-		cur = evidenceEntry{}
+		// Another process appended to the evidence stream: fold what it
+		// appended (from cur's last event on; a stream that went back is
+		// folded afresh) and admit again on what the stream holds.
+		if cur, err = w.catchUp(ctx, stream, cur); err != nil {
+			return nil, err
+		}
 	}
 }
 
@@ -372,13 +363,15 @@ func (w *evidenceWriter) appendSummary(ctx context.Context, stream string, corr 
 		if err == nil {
 			cur.log.Version++
 			cur.lastID = last
-			w.keep(cur)
+			w.keep(w.snapshotAppended(ctx, cur))
 			return nil
 		}
 		w.forget(stream)
 		if errors.Is(err, eventstore.ErrFenceGone) || !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 >= w.h.cfg.MaxConflictRetries {
 			return fmt.Errorf("record evidence in %s: %w", stream, err)
 		}
-		cur = evidenceEntry{}
+		if cur, err = w.catchUp(ctx, stream, cur); err != nil {
+			return err
+		}
 	}
 }

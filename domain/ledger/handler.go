@@ -69,6 +69,10 @@ type Config struct {
 	AppendRetryBackoff time.Duration
 	// MaxStreamEvents bounds how long a stream the handler will load
 	// (default 100,000): a stream beyond it is refused, not read without end.
+	// An evidence stream, which a flood lengthens for as long as it lasts,
+	// is bounded by the events one fold reads after the snapshot it starts
+	// from, not by its version (see evidence_fold.go): with snapshots, a
+	// long evidence stream stays loadable.
 	MaxStreamEvents int
 	// ReadPage is the page size for loading a stream (default 1000).
 	ReadPage int
@@ -81,7 +85,9 @@ type Config struct {
 	// Snapshots keeps snapshots of long streams' states (default: Store,
 	// when it implements eventstore.SnapshotStore). A load that folds at
 	// least SnapshotEvery events (default DefaultSnapshotEvery; -1: never)
-	// keeps one, and a later cold load starts from it.
+	// keeps one, and a later cold load starts from it. An evidence stream's
+	// fold keeps one whenever the stream is SnapshotEvery events past the
+	// newest the handler knows of, whether it folded or appended them.
 	Snapshots     eventstore.SnapshotStore
 	SnapshotEvery int
 	// Regressions is told when a catch-up finds the stream shorter than,

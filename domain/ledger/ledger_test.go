@@ -22,6 +22,9 @@ func TestLedgerOnMemoryStore(t *testing.T) {
 			return m, func() { m.SetUnavailable(false) }
 		},
 		Shorten: shortenMemory,
+		Snapshots: func(*testing.T, eventstore.Store) eventstore.SnapshotStore {
+			return &memory.Snapshots{}
+		},
 	})
 }
 

@@ -90,4 +90,9 @@ func duplicateOfALostRefusal(t *testing.T, b Backend) {
 	require.Equal(t, domain.ReasonCapabilityAlreadyConsumed, again.Reason, "refused again, not answered a duplicate of what is gone")
 	require.Zero(t, h.CountEvents(domain.TypeDeliveryDuplicated))
 	require.Equal(t, 1, h.CountEvents(domain.TypePresentationRejected), "the refusal, recorded again")
+	regs := h.Regressions.Seen()
+	require.Len(t, regs, 1, "the evidence stream that went back is told, once")
+	require.Equal(t, evidence, regs[0].Stream)
+	require.Equal(t, int64(0), regs[0].SeenVersion, "the version the handler's evidence fold ended at")
+	require.Equal(t, eventstore.NoStreamVersion, regs[0].HeldVersion, "where the stream ended when it was read again")
 }

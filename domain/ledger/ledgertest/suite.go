@@ -35,6 +35,10 @@ type Backend struct {
 	// of the log. Nil skips the tests of a log that went back (a server
 	// the test cannot rewrite).
 	Shorten func(t *testing.T, s eventstore.Store, stream string, keep int64)
+	// Snapshots returns a snapshot store for the store New returned. Nil:
+	// that store's own, when it implements eventstore.SnapshotStore (else
+	// the handlers keep no snapshots).
+	Snapshots func(t *testing.T, s eventstore.Store) eventstore.SnapshotStore
 }
 
 // Start is the suite's clock start: Thursday 14:02:10 UTC of the seed story.
@@ -64,6 +68,9 @@ func Run(t *testing.T, b Backend) {
 	t.Run("LostOperationIsEvidence", func(t *testing.T) { t.Parallel(); lostOperationIsEvidence(t, b) })
 	t.Run("EvidenceOnALostClaim", func(t *testing.T) { t.Parallel(); evidenceOnALostClaim(t, b) })
 	t.Run("DuplicateOfALostRefusal", func(t *testing.T) { t.Parallel(); duplicateOfALostRefusal(t, b) })
+	t.Run("LongEvidenceStreamStaysClaimable", func(t *testing.T) { t.Parallel(); longEvidenceStreamStaysClaimable(t, b) })
+	t.Run("EvidenceConflictFoldsWhatFollows", func(t *testing.T) { t.Parallel(); evidenceConflictFoldsWhatFollows(t, b) })
+	t.Run("StaleEvidenceSnapshotIgnored", func(t *testing.T) { t.Parallel(); staleEvidenceSnapshotIgnored(t, b) })
 	t.Run("HostilePresentationsNeverDelayTheHolder", func(t *testing.T) { t.Parallel(); hostilePresentations(t, b) })
 }
 
@@ -79,6 +86,9 @@ type Harness struct {
 	Clock   *clock.Manual
 	H       *ledger.Handler
 	Op      domain.OperationID
+	// Snapshots is what the harness's handlers keep snapshots in (nil:
+	// none), whatever store each is given.
+	Snapshots eventstore.SnapshotStore
 	// Regressions are what the harness's handlers noticed.
 	Regressions *RegressionLog
 }
@@ -110,6 +120,11 @@ func NewHarness(t *testing.T, b Backend) *Harness {
 	store, another := b.New(t)
 	c := clock.NewManual(Start)
 	h := &Harness{T: t, Store: store, Another: another, Clock: c, Op: "OP-4471", Regressions: &RegressionLog{}}
+	if b.Snapshots != nil {
+		h.Snapshots = b.Snapshots(t, store)
+	} else {
+		h.Snapshots, _ = store.(eventstore.SnapshotStore)
+	}
 	h.H = h.Handler(store)
 	_, err := h.H.RequestOperation(context.Background(), domain.RequestOperation{
 		OperationID: h.Op, OrderID: "ORD-8841", AmountMinor: 12000, Currency: "EUR",
@@ -121,8 +136,17 @@ func NewHarness(t *testing.T, b Backend) *Harness {
 
 // Handler returns a new handler over store sharing the harness clock.
 func (h *Harness) Handler(store eventstore.Store) *ledger.Handler {
-	hd, err := ledger.New(ledger.Config{Store: store, Clock: h.Clock, AppendRetryBackoff: time.Millisecond, MaxConflictRetries: 64,
-		Regressions: h.Regressions, SummaryEvery: SummaryEvery})
+	return h.HandlerWith(store, nil)
+}
+
+// HandlerWith is Handler with its config changed by set (nil: as it is).
+func (h *Harness) HandlerWith(store eventstore.Store, set func(*ledger.Config)) *ledger.Handler {
+	cfg := ledger.Config{Store: store, Clock: h.Clock, AppendRetryBackoff: time.Millisecond, MaxConflictRetries: 64,
+		Regressions: h.Regressions, SummaryEvery: SummaryEvery, Snapshots: h.Snapshots}
+	if set != nil {
+		set(&cfg)
+	}
+	hd, err := ledger.New(cfg)
 	require.NoError(h.T, err)
 	return hd
 }
