@@ -230,6 +230,21 @@ func (l *EvidenceLog) Recorded(key EvidenceKey, start time.Time) (perKey, total 
 	return 0, 0, false
 }
 
+// PastBound reports whether refusals of key in the window starting at
+// start are past the bound, as a summary of them requires: the stream's
+// bound for StreamKey, the key's own for any other. kept is false when
+// that window is not kept (past is then false too).
+func (l *EvidenceLog) PastBound(key EvidenceKey, start time.Time) (past, kept bool) {
+	perKey, total, kept := l.Recorded(key, start)
+	switch {
+	case !kept:
+		return false, false
+	case key.Scope == ScopeStream:
+		return total >= l.bound.PerStream, true
+	}
+	return perKey >= l.bound.PerKey, true
+}
+
 // Admit decides how a refusal of key at now is recorded: one by one (true),
 // or counted into a summary of the key it returns (the key itself, or
 // StreamKey once the stream's bound is reached). window is the start of the

@@ -214,13 +214,14 @@ func (v *verifier) summarized(ev domain.RefusalsSummarized, log *domain.Evidence
 		v.emit(I14EvidenceBounded, nil, "summary's refusals from %s to %s are not within its window %s to %s", stamp(ev.FirstAt), stamp(ev.LastAt), stamp(ev.WindowStart), stamp(ev.WindowEnd))
 	}
 	key := domain.EvidenceKey{Scope: ev.Scope, ID: ev.ScopeID}
-	perKey, total, kept := log.Recorded(key, ev.WindowStart)
-	switch {
+	perKey, total, _ := log.Recorded(key, ev.WindowStart)
+	switch past, kept := log.PastBound(key, ev.WindowStart); {
 	case !kept:
 		// recorded after its window left the ones kept: not judged
-	case ev.Scope == domain.ScopeStream && total < b.PerStream:
+	case past:
+	case ev.Scope == domain.ScopeStream:
 		v.emit(I14EvidenceBounded, nil, "summary of the stream's refusals while the stream had %d recorded one by one in its window (bound %d)", total, b.PerStream)
-	case ev.Scope != domain.ScopeStream && perKey < b.PerKey:
+	default:
 		v.emit(I14EvidenceBounded, nil, "summary of %s while it had %d recorded one by one in its window (bound %d): refusals within the bound are recorded one by one", key, perKey, b.PerKey)
 	}
 }

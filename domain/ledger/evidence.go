@@ -250,7 +250,8 @@ type decidedOn struct {
 
 // errEvidenceStale refuses evidence decided on an evidence stream that no
 // longer holds what it was decided on: a duplicate of a message whose
-// refusal the stream lost (a failover). The command decides again.
+// refusal the stream lost, a summary of refusals past a bound the stream
+// no longer reaches (a failover). The command decides again.
 var errEvidenceStale = errors.New("evidence decided on a refusal the evidence stream no longer holds")
 
 // mustDecideAgain reports whether err, from record, means the evidence was
@@ -358,6 +359,12 @@ func (w *evidenceWriter) appendSummary(ctx context.Context, stream string, corr 
 			if cur, err = w.fold(ctx, stream); err != nil {
 				return err
 			}
+		}
+		if past, _ := cur.log.PastBound(domain.EvidenceKey{Scope: s.Scope, ID: s.ScopeID}, s.WindowStart); !past {
+			// The stream no longer holds the refusals that reached the
+			// bound (it went back): its callers decide again, and are
+			// recorded one by one within the bound.
+			return fmt.Errorf("record evidence in %s: a summary of %s/%s: %w", stream, s.Scope, s.ScopeID, errEvidenceStale)
 		}
 		last, err := w.h.appendEvents(ctx, stream, eventstore.Exact(cur.log.Version).Beside(fence), corr, by, w.h.cfg.Clock.Now(), []domain.Event{s})
 		if err == nil {

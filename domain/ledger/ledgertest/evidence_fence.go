@@ -2,12 +2,16 @@ package ledgertest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"opledger/domain"
+	"opledger/domain/ledger"
 	"opledger/eventstore"
 )
 
@@ -95,4 +99,36 @@ func duplicateOfALostRefusal(t *testing.T, b Backend) {
 	require.Equal(t, evidence, regs[0].Stream)
 	require.Equal(t, int64(0), regs[0].SeenVersion, "the version the handler's evidence fold ended at")
 	require.Equal(t, eventstore.NoStreamVersion, regs[0].HeldVersion, "where the stream ended when it was read again")
+}
+
+// summaryOfALostBound: refusals of one capability reach the bound, the
+// next one is counted into a summary; the log loses the refusals recorded
+// one by one before the summary is appended. A summary of refusals past a
+// bound the stream no longer reaches is not recorded: the refusal is
+// decided again, and recorded one by one.
+func summaryOfALostBound(t *testing.T, b Backend) {
+	requireShorten(t, b)
+	h := NewHarness(t, b)
+	h.Allow(OKFacts)
+	capID := h.Issue()
+	require.Equal(t, domain.StatusClaimed, h.Claim(h.H, "MSG-1", capID, "worker-a").Status)
+	evidence := domain.EvidenceStreamOf(h.Op)
+	bound := domain.EvidenceBound{Window: time.Hour, PerKey: 2, PerStream: 100}
+	losing := &losingBeforeAppend{Store: h.Store, stream: evidence}
+	losing.lose = func() { b.Shorten(t, h.Store, evidence, eventstore.NoStreamVersion) } // the refusals are gone
+	lh := h.HandlerWith(losing, func(c *ledger.Config) { c.EvidenceBound = bound })
+	h.replays(lh, capID, "MSG-R", 0, bound.PerKey)
+	require.Equal(t, bound.PerKey, h.CountEvents(domain.TypePresentationRejected), "within the bound: one by one")
+
+	losing.armed.Store(true)
+	h.replays(lh, capID, "MSG-R", bound.PerKey, bound.PerKey+1)
+
+	require.False(t, losing.armed.Load(), "the log lost the refusals between the summary's decision and its append")
+	events, err := h.Store.ReadStream(context.Background(), evidence, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, events, 1, "the refusal, recorded one by one on the stream as it is")
+	require.Equal(t, domain.TypePresentationRejected, events[0].Type)
+	var rejected domain.PresentationRejected
+	require.NoError(t, json.Unmarshal(events[0].Data, &rejected))
+	require.Equal(t, domain.MessageID(fmt.Sprintf("MSG-R-%d", bound.PerKey)), rejected.MessageID)
 }

@@ -68,6 +68,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("LostOperationIsEvidence", func(t *testing.T) { t.Parallel(); lostOperationIsEvidence(t, b) })
 	t.Run("EvidenceOnALostClaim", func(t *testing.T) { t.Parallel(); evidenceOnALostClaim(t, b) })
 	t.Run("DuplicateOfALostRefusal", func(t *testing.T) { t.Parallel(); duplicateOfALostRefusal(t, b) })
+	t.Run("SummaryOfALostBound", func(t *testing.T) { t.Parallel(); summaryOfALostBound(t, b) })
 	t.Run("LongEvidenceStreamStaysClaimable", func(t *testing.T) { t.Parallel(); longEvidenceStreamStaysClaimable(t, b) })
 	t.Run("EvidenceConflictFoldsWhatFollows", func(t *testing.T) { t.Parallel(); evidenceConflictFoldsWhatFollows(t, b) })
 	t.Run("StaleEvidenceSnapshotIgnored", func(t *testing.T) { t.Parallel(); staleEvidenceSnapshotIgnored(t, b) })
