@@ -172,12 +172,12 @@ func writeTemplate(b *testing.B, store eventstore.Store, ops int) {
 
 // replicateSQL copies the template events (global_position <= $1) once per
 // k in [$2, $3], prefixing every identifier with k-: streams, ids in the
-// data and the metadata, fresh event ids. The unattributed stream's
+// data and the metadata, fresh event ids. The unattributed streams' (one a day)
 // versions are shifted past the template's ($4 events per copy). $5 bounds
 // the rows of the last chunk.
 const replicateSQL = `INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata)
 SELECT regexp_replace(t.stream_id, '(OP)-', '\1-' || k || '-'),
-       CASE WHEN t.stream_id = 'evidence-unattributed' THEN t.stream_version + k * $4::bigint ELSE t.stream_version END,
+       CASE WHEN t.stream_id LIKE 'evidence-unattributed%%' THEN t.stream_version + k * $4::bigint ELSE t.stream_version END,
        gen_random_uuid(), t.event_type,
        regexp_replace(t.data::text, '(OP|EXE|CAP|DEC|MSG|COR)-', '\1-' || k || '-', 'g')::jsonb,
        regexp_replace(t.metadata::text, '(OP|EXE|CAP|DEC|MSG|COR)-', '\1-' || k || '-', 'g')::jsonb
@@ -194,7 +194,7 @@ func replicate(b *testing.B, pool *pgxpool.Pool, schema string, n int) int {
 	ctx := b.Context()
 	ident := pgx.Identifier{schema}.Sanitize()
 	var lastTemplate, evidence, template int64
-	if err := pool.QueryRow(ctx, `SELECT max(global_position), count(*) FILTER (WHERE stream_id = 'evidence-unattributed'), count(*) FROM `+ident+`.events`).
+	if err := pool.QueryRow(ctx, `SELECT max(global_position), count(*) FILTER (WHERE stream_id LIKE 'evidence-unattributed%'), count(*) FROM `+ident+`.events`).
 		Scan(&lastTemplate, &evidence, &template); err != nil {
 		b.Fatal(err)
 	}
