@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"fmt"
 
 	"opledger/eventstore/postgres/pgmigrate"
 )
@@ -50,19 +49,12 @@ func Migrations() ([]Migration, error) { return migrationSet.Migrations() }
 // schema serialize on an advisory lock. Versions in the database this binary
 // does not know (a newer binary migrated it) are left alone.
 //
-// First it builds the secondary indexes a catch-up into the schema deferred
-// and did not build (it stopped before its end: see deferred_indexes.go).
-//
-// Migrate is the only thing that creates or changes the schema (besides a
-// catch-up into fresh read models, which drops and builds again their
-// secondary indexes): nothing in this package does so implicitly on connect.
+// Migrate is the only thing that creates or changes the schema: nothing in
+// this package does so implicitly on connect.
 func Migrate(ctx context.Context, db Beginner, schema string) (applied []int, err error) {
 	schema = defaultSchema(schema)
 	if err := validateSchemaName(schema); err != nil {
 		return nil, err
-	}
-	if err := buildPendingIndexes(ctx, db, schema); err != nil {
-		return nil, fmt.Errorf("migrate %s: %w", schema, err)
 	}
 	return migrationSet.Apply(ctx, db, schema)
 }
@@ -70,16 +62,12 @@ func Migrate(ctx context.Context, db Beginner, schema string) (applied []int, er
 // CheckSchema returns nil when schema (DefaultSchema when empty) holds every
 // migration this binary embeds, and otherwise an error wrapping
 // ErrSchemaOutdated naming what is missing (or saying the schema was never
-// migrated, or that a catch-up into it stopped before building the indexes
-// it deferred). `serve` and the projector refuse to start on it. Other
-// failures (the server unreachable) are returned wrapped as they are.
+// migrated). `serve` and the projector refuse to start on it. Other failures
+// (the server unreachable) are returned wrapped as they are.
 func CheckSchema(ctx context.Context, db Querier, schema string) error {
 	schema = defaultSchema(schema)
 	if err := validateSchemaName(schema); err != nil {
 		return err
 	}
-	if err := migrationSet.Check(ctx, db, schema); err != nil {
-		return err
-	}
-	return checkNoPendingIndexes(ctx, db, schema)
+	return migrationSet.Check(ctx, db, schema)
 }

@@ -115,24 +115,11 @@ func (p *Projector) Run(ctx context.Context) error {
 // does not retry: the first failure is returned (an event that cannot be
 // folded is recorded as a failure, and skipped only once it is set aside).
 // Tools and benchmarks use it; services use Run.
-//
-// Into fresh read models (no event folded into the schema yet), CatchUp
-// builds the secondary indexes the fold does not read by once, before it
-// returns, instead of row by row (deferred_indexes.go): queries running
-// meanwhile find them missing. Stopped before that (ctx ended, the process
-// died), it leaves a schema CheckSchema refuses until Migrate builds them.
 func (p *Projector) CatchUp(ctx context.Context) (int64, error) {
 	if err := CheckSchema(ctx, p.cfg.Pool, p.cfg.Schema); err != nil {
 		return 0, err
 	}
-	deferred, err := deferIndexes(ctx, p.cfg.Pool, p.cfg.Schema, p.cfg.Name)
-	if err != nil {
-		return 0, fmt.Errorf("projector %s: %w", p.cfg.Name, err)
-	}
 	applied, err := p.follower.CatchUp(ctx)
-	if deferred && ctx.Err() == nil {
-		err = errors.Join(err, buildPendingIndexes(ctx, p.cfg.Pool, p.cfg.Schema))
-	}
 	if err != nil {
 		return applied, fmt.Errorf("projector %s: %w", p.cfg.Name, err)
 	}

@@ -115,11 +115,6 @@ type RebuildResult struct {
 // that have one; else until a read comes back short), leaving out events
 // recorded after opts.AsOf.
 //
-// The schema's secondary indexes that the fold does not read by are built
-// once, after the last batch and before Rebuild returns or swaps (see
-// deferred_indexes.go); its primary keys and unique constraints hold from
-// the start.
-//
 // Without Swap the schema stays beside the live one: the auditors' view of
 // the read models as of a past point, which no projector moves on.
 //
@@ -135,9 +130,7 @@ type RebuildResult struct {
 // marked projection_incomplete, and counted in RebuildResult.Skipped.
 //
 // A failed Rebuild leaves opts.Schema as it got (for inspection); drop it
-// before trying again under the same name. One that failed (or was stopped)
-// before building the deferred indexes leaves a schema CheckSchema refuses
-// until Migrate builds them.
+// before trying again under the same name.
 func Rebuild(ctx context.Context, db DB, store eventstore.Store, opts RebuildOptions) (RebuildResult, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
@@ -168,14 +161,8 @@ func Rebuild(ctx context.Context, db DB, store eventstore.Store, opts RebuildOpt
 	if err := ensureCheckpoint(ctx, db, r.applier.sql, opts.Name, opts.Clock.Now()); err != nil {
 		return RebuildResult{}, fmt.Errorf("%s: %w", op, err)
 	}
-	if _, err := deferIndexes(ctx, db, opts.Schema, opts.Name); err != nil {
-		return RebuildResult{}, fmt.Errorf("%s: %w", op, err)
-	}
 	cp, err := r.foldUntil(ctx, db, Checkpoint{}, stop, -1)
 	if err != nil {
-		return RebuildResult{}, fmt.Errorf("%s: %w", op, err)
-	}
-	if err := buildPendingIndexes(ctx, db, opts.Schema); err != nil {
 		return RebuildResult{}, fmt.Errorf("%s: %w", op, err)
 	}
 	if !opts.Swap {

@@ -38,9 +38,6 @@ func (r *rebuilder) swap(ctx context.Context, db Beginner, cp Checkpoint) (_ Che
 	if err != nil {
 		return cp, fmt.Errorf("catch up: %w", err)
 	}
-	if err := checkNoPendingIndexes(ctx, tx, r.opts.Schema); err != nil {
-		return cp, err
-	}
 	var liveExists bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, r.opts.Live).Scan(&liveExists); err != nil {
 		return cp, fmt.Errorf("inspect %s: %w", r.opts.Live, err)
