@@ -213,7 +213,7 @@ func (a *applier) load(ctx context.Context, tx pgx.Tx, ops []string, dels []deli
 		m.execs[execRows[i].ID] = &execRows[i]
 	}
 	for i := range capRows {
-		m.caps[capRows[i].ID] = &capRows[i]
+		m.addCapability(&capRows[i])
 	}
 	for i := range delRows {
 		m.dels[delRows[i].deliveryKey] = &delRows[i]

@@ -42,6 +42,7 @@ type batchModel struct {
 	ops      map[string]*operationRow
 	execs    map[string]*executionRow
 	caps     map[string]*capabilityRow
+	capsOf   map[string][]*capabilityRow // caps by operation
 	dels     map[deliveryKey]*deliveryRow
 	evidence []*evidenceRow
 	recons   []*reconciliationRow
@@ -56,6 +57,7 @@ func newBatchModel() *batchModel {
 		ops:        map[string]*operationRow{},
 		execs:      map[string]*executionRow{},
 		caps:       map[string]*capabilityRow{},
+		capsOf:     map[string][]*capabilityRow{},
 		dels:       map[deliveryKey]*deliveryRow{},
 		incomplete: map[string]bool{},
 	}
@@ -189,11 +191,11 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 			return corrupt(d, "capability %s issued twice", ev.CapabilityID)
 		}
 		uses := int32(max(ev.Uses, 1))
-		m.caps[string(ev.CapabilityID)] = &capabilityRow{
+		m.addCapability(&capabilityRow{
 			ID: string(ev.CapabilityID), OperationID: d.op, DecisionID: string(ev.DecisionID), Attempt: int32(ev.Attempt),
 			State: string(domain.CapIssued), IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, Uses: uses, UsesLeft: uses,
 			LastEventSeq: d.seq, change: created,
-		}
+		})
 		if string(ev.DecisionID) == o.DecisionID {
 			o.UsesLeft += uses
 		}
@@ -230,11 +232,17 @@ func (m *batchModel) foldOperationEvent(d decodedEvent, o *operationRow) error {
 // use left. The events never name it; the read models derive it.
 const capSuperseded = "Superseded"
 
+// addCapability puts c in the model, and among its operation's.
+func (m *batchModel) addCapability(c *capabilityRow) {
+	m.caps[c.ID] = c
+	m.capsOf[c.OperationID] = append(m.capsOf[c.OperationID], c)
+}
+
 // supersede marks every Issued capability of d's operation under another
 // decision than decision Superseded (the operation's rows are all loaded).
 func (m *batchModel) supersede(d decodedEvent, decision domain.DecisionID) {
-	for _, c := range m.caps {
-		if c.OperationID == d.op && c.State == string(domain.CapIssued) && c.DecisionID != string(decision) {
+	for _, c := range m.capsOf[d.op] {
+		if c.State == string(domain.CapIssued) && c.DecisionID != string(decision) {
 			c.State, c.UsesLeft, c.LastEventSeq = capSuperseded, 0, d.seq
 			touch(&c.change)
 		}
