@@ -107,10 +107,11 @@ func TestPoisonedEventsSetAsideAndSkipped(t *testing.T) {
 	e.start(p)
 	e.waitCaughtUp(e.schema)
 	// A set-aside is recorded after the batch that skipped the event
-	// commits: the checkpoint can be seen before the last one.
-	waitFor(t, "three events set aside", func() bool {
+	// commits: the checkpoint can be seen before the last one; and
+	// OnItemFailure is told after the store holds it.
+	waitFor(t, "three events set aside, each told", func() bool {
 		aside, err := store.List(t.Context(), setaside.Query{Role: setaside.RoleProjector, SetAsideOnly: true})
-		return err == nil && len(aside) == 3
+		return err == nil && len(aside) == 3 && len(seen.of(follows)) == 1
 	})
 	select {
 	case <-p.Done():
