@@ -281,7 +281,7 @@ func (v *verifier) claimed(ev domain.Claimed) {
 	c.claims++
 	c.version = v.rec.Version
 	if c.claims >= c.uses {
-		c.state = capConsumed
+		c.state, c.consumed = capConsumed, ev.ClaimedAt.UnixNano()
 	}
 	st.lastCap = k
 	st.presented.add(m)

@@ -27,7 +27,11 @@ func (v *verifier) deliveryDuplicated(ev domain.DeliveryDuplicated) {
 }
 
 // presentationRejected: I7 (fields; replay suspected for spent authority on
-// a new message).
+// a new message). A refusal decided before the claim that spent the
+// capability may be appended after it: the evidence stream is fenced by
+// the operation's event it was decided on, not by the operation's later
+// ones (a worker that froze between its decision and its append). A
+// refusal decided once the capability was spent is the violation.
 func (v *verifier) presentationRejected(ev domain.PresentationRejected) {
 	st := v.st
 	v.refusalFields(ev)
@@ -35,7 +39,8 @@ func (v *verifier) presentationRejected(ev domain.PresentationRejected) {
 		v.emit(I7RefusalRecorded, nil, "refusal names operation %s on the stream of %s", ev.OperationID, v.op)
 	}
 	m := v.hash.of(string(ev.MessageID))
-	if c := st.caps.get(v.hash.of(string(ev.CapabilityID))); c != nil && c.state == capConsumed && !st.presented.has(m) && !ev.ReplaySuspected {
+	if c := st.caps.get(v.hash.of(string(ev.CapabilityID))); c != nil && c.state == capConsumed && c.consumed <= ev.RejectedAt.UnixNano() &&
+		!st.presented.has(m) && !ev.ReplaySuspected {
 		v.emit(I7RefusalRecorded, []int64{c.version}, "spent capability %s presented on new message %s is not marked replay_suspected",
 			ev.CapabilityID, ev.MessageID)
 	}

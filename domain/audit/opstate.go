@@ -112,6 +112,7 @@ type decisionRec struct {
 type capRec struct {
 	decision idHash
 	expires  int64 // unix nanoseconds
+	consumed int64 // unix nanoseconds: the time of the claim that spent its last use
 	version  int64 // where it was issued, then where it was consumed or revoked
 	attempt  int32
 	uses     int32 // the uses it was issued with

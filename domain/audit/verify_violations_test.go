@@ -295,3 +295,31 @@ func (s hidingStore) ReadAll(ctx context.Context, after eventstore.Position, lim
 	}
 	return out, err
 }
+
+// TestVerifyAcceptsARefusalDecidedBeforeTheClaim: a refusal decided before
+// the claim that spent its capability (on the state before it: a worker
+// that froze between its decision and its append) and appended after the
+// claim is not a replay left unsuspected; one decided at or after the
+// claim's time is (the simulator found the first after a lossy failover).
+func TestVerifyAcceptsARefusalDecidedBeforeTheClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		rejectedAt time.Time
+		want       []string
+	}{
+		{"decided before the claim", at(2 * time.Second), nil},
+		{"decided at the claim's time", at(3 * time.Second), []string{"I7"}},
+		{"decided after the claim", at(4 * time.Second), []string{"I7"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			onEveryBackend(t, func(t *testing.T, store eventstore.Store) {
+				h := newHistory(t, store, "OP-1")
+				h.claimed() // CAP-1 spent by MSG-1 at 3 s
+				h.by("worker-c", "MSG-77C", domain.PresentationRejected{Status: domain.StatusInvalid, Reason: domain.ReasonCapabilityInvalid,
+					MessageID: "MSG-77C", CapabilityID: "CAP-1", OperationID: h.op, RejectedAt: tc.rejectedAt})
+				rep := verify(t, store, h.next, audit.VerifyOptions{})
+				require.Equal(t, tc.want, invariantIDs(rep), "%+v", rep.Violations)
+			})
+		})
+	}
+}
