@@ -79,43 +79,21 @@ func decodeEvidence(b []byte, stream string, version int64, bound domain.Evidenc
 	return evidenceEntry{log: l, msgs: msgs, lastID: s.LastID, snapshotAt: version}, nil
 }
 
-// fromSnapshot starts a fold of stream from its snapshot, when the
-// snapshot is past version have (what the caller folded already), and
-// folds the rest of the first page read after it. It reports false (the
-// caller folds on from the events) when there is no snapshot or none past
-// have, it is of another format, does not decode, was folded under
-// another bound, or does not match the stream: the event at its version
-// must be there, with the id and the hash the snapshot was taken at (a
-// stream that went back and was written again does not match). Errors
-// reading the snapshot are not the command's: they are logged and the
-// events used.
+// fromSnapshot starts a fold of stream from its snapshot, when one that
+// matches the stream (snapshotPage: the event at its version carries the
+// id and hash the snapshot was taken at) and was folded under the
+// handler's bound is kept past version have, and folds the rest of the
+// first page read after it.
 func (w *evidenceWriter) fromSnapshot(ctx context.Context, stream string, have int64) (*evidenceFolding, bool) {
+	e, snap, recs, ok := snapshotPage(ctx, w.h, stream, evidenceSnapshotFormat, have, func(s eventstore.Snapshot) (evidenceEntry, string, error) {
+		e, err := decodeEvidence(s.State, stream, s.Version, w.h.cfg.EvidenceBound)
+		return e, e.lastID, err
+	})
+	if !ok {
+		return nil, false
+	}
 	h := w.h
-	if h.snapshots == nil || h.cfg.SnapshotEvery < 0 {
-		return nil, false
-	}
-	snap, ok, err := h.snapshots.LoadSnapshot(ctx, stream)
-	if err != nil {
-		h.cfg.Logger.WarnContext(ctx, "evidence snapshot not read; folding the stream from its start", "stream", stream, "err", err)
-		return nil, false
-	}
-	if !ok || snap.Format != evidenceSnapshotFormat || snap.Version <= have {
-		return nil, false
-	}
-	e, err := decodeEvidence(snap.State, stream, snap.Version, h.cfg.EvidenceBound)
-	if err != nil {
-		h.cfg.Logger.WarnContext(ctx, "evidence snapshot does not decode; folding the stream from its start", "stream", stream, "version", snap.Version, "err", err)
-		return nil, false
-	}
 	page := h.cfg.ReadPage
-	recs, err := h.cfg.Store.ReadStream(ctx, stream, snap.Version, page)
-	if err != nil {
-		return nil, false // the fold from the start meets the same error and reports it
-	}
-	if len(recs) == 0 || recs[0].Version != snap.Version || recs[0].ID != e.lastID || len(snap.Hash) == 0 || !bytes.Equal(recs[0].Hash, snap.Hash) {
-		h.cfg.Logger.WarnContext(ctx, "evidence snapshot does not match its stream; folding the stream from its start", "stream", stream, "version", snap.Version)
-		return nil, false
-	}
 	f := &evidenceFolding{entry: e, ownMsgs: true, lastHash: snap.Hash}
 	if err := f.foldPage(recs[1:]); err != nil {
 		h.cfg.Logger.WarnContext(ctx, "events after the evidence snapshot do not follow it; folding the stream from its start", "stream", stream, "err", err)

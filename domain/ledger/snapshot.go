@@ -91,37 +91,57 @@ func decodeState(b []byte) (*domain.Operation, error) {
 	return o, nil
 }
 
-// fromSnapshot loads stream from its snapshot and the events after it,
-// when the snapshot is past version have (what the caller folded already).
-// It reports false (and the caller folds on from the events) when there is
-// no snapshot or none past have, it is of another format or does not
-// decode, or it does not match the stream: the event at its version must
-// be there and carry the hash the snapshot was taken at (a log that was
-// rewritten, restored or tampered with does not). Errors reading the
-// snapshot are not the command's: they are logged and the events used.
-func (h *Handler) fromSnapshot(ctx context.Context, stream string, have int64) (*folding, bool) {
+// snapshotPage loads stream's snapshot of format when one is kept past
+// version have (what the caller folded already), decodes it with decode,
+// and reads the stream from the snapshot's version, one page. It reports
+// false (and the caller folds on from the events) when there is no
+// snapshot or none past have, it is of another format or does not decode,
+// or it does not match the stream: the event at its version must be there
+// and carry the hash the snapshot was taken at, and the id decode names
+// (when it names one) — a log that was rewritten, restored or tampered
+// with does not. Errors reading the snapshot are not the command's: they
+// are logged and the events used.
+func snapshotPage[T any](ctx context.Context, h *Handler, stream, format string, have int64, decode func(eventstore.Snapshot) (T, string, error)) (T, eventstore.Snapshot, []eventstore.RecordedEvent, bool) {
+	var none T
 	if h.snapshots == nil || h.cfg.SnapshotEvery < 0 {
-		return nil, false
+		return none, eventstore.Snapshot{}, nil, false
 	}
 	snap, ok, err := h.snapshots.LoadSnapshot(ctx, stream)
 	if err != nil {
 		h.cfg.Logger.WarnContext(ctx, "snapshot not read; folding the stream from its start", "stream", stream, "err", err)
-		return nil, false
+		return none, eventstore.Snapshot{}, nil, false
 	}
-	if !ok || snap.Format != snapshotFormat || snap.Version <= have {
-		return nil, false
+	if !ok || snap.Format != format || snap.Version <= have {
+		return none, eventstore.Snapshot{}, nil, false
 	}
-	state, err := decodeState(snap.State)
-	if err != nil || state.Version != snap.Version {
+	v, lastID, err := decode(snap)
+	if err != nil {
 		h.cfg.Logger.WarnContext(ctx, "snapshot does not decode; folding the stream from its start", "stream", stream, "version", snap.Version, "err", err)
-		return nil, false
+		return none, eventstore.Snapshot{}, nil, false
 	}
 	page, err := h.cfg.Store.ReadStream(ctx, stream, snap.Version, h.cfg.ReadPage)
 	if err != nil {
-		return nil, false // the fold from the start meets the same error and reports it
+		return none, eventstore.Snapshot{}, nil, false // the fold from the start meets the same error and reports it
 	}
-	if len(page) == 0 || page[0].Version != snap.Version || len(snap.Hash) == 0 || !bytes.Equal(page[0].Hash, snap.Hash) {
+	if len(page) == 0 || page[0].Version != snap.Version || (lastID != "" && page[0].ID != lastID) || len(snap.Hash) == 0 || !bytes.Equal(page[0].Hash, snap.Hash) {
 		h.cfg.Logger.WarnContext(ctx, "snapshot does not match its stream; folding the stream from its start", "stream", stream, "version", snap.Version)
+		return none, eventstore.Snapshot{}, nil, false
+	}
+	return v, snap, page, true
+}
+
+// fromSnapshot loads stream from its snapshot and the events after it,
+// when a snapshot matching the stream is kept past version have (see
+// snapshotPage).
+func (h *Handler) fromSnapshot(ctx context.Context, stream string, have int64) (*folding, bool) {
+	state, snap, page, ok := snapshotPage(ctx, h, stream, snapshotFormat, have, func(s eventstore.Snapshot) (*domain.Operation, string, error) {
+		state, err := decodeState(s.State)
+		if err == nil && state.Version != s.Version {
+			err = fmt.Errorf("a state at version %d", state.Version)
+		}
+		return state, "", err
+	})
+	if !ok {
 		return nil, false
 	}
 	f := &folding{state: state, lastID: page[0].ID, lastHash: snap.Hash}
