@@ -178,7 +178,7 @@ func (v *verifier) capabilityIssued(ev domain.CapabilityIssued) {
 		v.emit(I9NewAttemptDecided, []int64{cur.version}, "capability %s is for attempt %d, which ended NotApplied: a new attempt is decided again first",
 			ev.CapabilityID, ev.Attempt)
 	}
-	st.caps.put(k, capRec{decision: v.hash.of(string(ev.DecisionID)), expires: ev.ExpiresAt.UnixNano(), version: v.rec.Version,
+	st.caps.put(k, capRec{decision: v.hash.of(string(ev.DecisionID)), at: ev.ExpiresAt.UnixNano(), version: v.rec.Version,
 		attempt: int32(ev.Attempt), uses: int32(max(uses, 1)), state: capIssued, policy: pol})
 }
 
@@ -217,9 +217,9 @@ func (v *verifier) claimed(ev domain.Claimed) {
 		v.emit(I1CapabilityConsumedOnce, []int64{c.version}, "consumes capability %s a second time (consumed at version %d)", ev.CapabilityID, c.version)
 	case c.state == capRevoked:
 		v.emit(I1CapabilityConsumedOnce, []int64{c.version}, "claims capability %s, revoked at version %d", ev.CapabilityID, c.version)
-	case !ev.ClaimedAt.Before(time.Unix(0, c.expires)):
+	case !ev.ClaimedAt.Before(time.Unix(0, c.at)):
 		v.emit(I1CapabilityConsumedOnce, []int64{c.version}, "claims capability %s at %s; it expired at %s",
-			ev.CapabilityID, stamp(ev.ClaimedAt), stamp(time.Unix(0, c.expires)))
+			ev.CapabilityID, stamp(ev.ClaimedAt), stamp(time.Unix(0, c.at)))
 	}
 	pol := st.latest.policy
 	if c != nil {
@@ -271,7 +271,7 @@ func (v *verifier) claimed(ev domain.Claimed) {
 	// claim's append is not fenced with (a worker that froze between its
 	// decision and its append). A claim decided once the duplicate was
 	// recorded is the violation.
-	if at := st.duplicated.get(m); at != nil && !ev.ClaimedAt.Before(*at) {
+	if at := st.duplicated.get(m); at != nil && ev.ClaimedAt.UnixNano() >= *at {
 		v.emit(I4UnknownNeverInferred, nil, "opens execution %s on message %s, already recorded as a duplicate delivery", ev.ExecutionID, ev.MessageID)
 	}
 
@@ -281,7 +281,7 @@ func (v *verifier) claimed(ev domain.Claimed) {
 	c.claims++
 	c.version = v.rec.Version
 	if c.claims >= c.uses {
-		c.state, c.consumed = capConsumed, ev.ClaimedAt.UnixNano()
+		c.state, c.at = capConsumed, ev.ClaimedAt.UnixNano()
 	}
 	st.lastCap = k
 	st.presented.add(m)

@@ -22,7 +22,7 @@ func (v *verifier) deliveryDuplicated(ev domain.DeliveryDuplicated) {
 		v.execution(ev.ExecutionID)
 	}
 	if st.duplicated.get(m) == nil {
-		st.duplicated.put(m, ev.SeenAt)
+		st.duplicated.put(m, ev.SeenAt.UnixNano())
 	}
 }
 
@@ -39,7 +39,7 @@ func (v *verifier) presentationRejected(ev domain.PresentationRejected) {
 		v.emit(I7RefusalRecorded, nil, "refusal names operation %s on the stream of %s", ev.OperationID, v.op)
 	}
 	m := v.hash.of(string(ev.MessageID))
-	if c := st.caps.get(v.hash.of(string(ev.CapabilityID))); c != nil && c.state == capConsumed && c.consumed <= ev.RejectedAt.UnixNano() &&
+	if c := st.caps.get(v.hash.of(string(ev.CapabilityID))); c != nil && c.state == capConsumed && c.at <= ev.RejectedAt.UnixNano() &&
 		!st.presented.has(m) && !ev.ReplaySuspected {
 		v.emit(I7RefusalRecorded, []int64{c.version}, "spent capability %s presented on new message %s is not marked replay_suspected",
 			ev.CapabilityID, ev.MessageID)

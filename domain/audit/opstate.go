@@ -111,14 +111,17 @@ type decisionRec struct {
 // capRec is one capability: 48 bytes.
 type capRec struct {
 	decision idHash
-	expires  int64 // unix nanoseconds
-	consumed int64 // unix nanoseconds: the time of the claim that spent its last use
-	version  int64 // where it was issued, then where it was consumed or revoked
-	attempt  int32
-	uses     int32 // the uses it was issued with
-	claims   int32 // the claims it had
-	state    capState
-	policy   keyPolicy // its decision's, when that was the latest at issue
+	// at is, in unix nanoseconds, when it expires, and once consumed (its
+	// expiry no longer asked) the time of the claim that spent its last
+	// use: one field for both keeps a capability's idMap entry at 48
+	// bytes (audit verify's memory bound).
+	at      int64
+	version int64 // where it was issued, then where it was consumed or revoked
+	attempt int32
+	uses    int32 // the uses it was issued with
+	claims  int32 // the claims it had
+	state   capState
+	policy  keyPolicy // its decision's, when that was the latest at issue
 }
 
 // execRec is one execution. The strings and the Unknown record exist only
@@ -162,11 +165,11 @@ type operationState struct {
 	latest       decisionRec
 	caps         idMap[capRec]
 	execs        idMap[execRec]
-	presented    idSet            // message ids presented (claimed or refused)
-	duplicated   idMap[time.Time] // message ids recorded as duplicate deliveries, with the first one's time
-	lastAttempt  int              // highest attempt that has an execution
-	openExecs    int32            // Executing, Unknown or Escalated
-	blockingExec int32            // open or Completed (single use), open (bounded use)
+	presented    idSet        // message ids presented (claimed or refused)
+	duplicated   idMap[int64] // message ids recorded as duplicate deliveries, with the first one's time (unix nanoseconds)
+	lastAttempt  int          // highest attempt that has an execution
+	openExecs    int32        // Executing, Unknown or Escalated
+	blockingExec int32        // open or Completed (single use), open (bounded use)
 	requested    bool
 	unrequested  bool // an event before OperationRequested was reported
 	decided      bool
