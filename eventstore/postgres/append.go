@@ -106,6 +106,9 @@ type appendRequest struct {
 	versions     []int64
 	prev, hashes [][]byte
 	newHead      []byte
+	// fence, when set, is the append's condition on another stream: the
+	// append runs alone (appendOneFencedSQL), never in a group.
+	fence *eventstore.Fence
 }
 
 // newRequest links b's events after head (for expected NoStreamVersion:
@@ -143,6 +146,17 @@ func (s *Store) newRequest(stream string, head streamHead, b appendBatch) *appen
 // stream's actual version. Expected version Any costs a read first (see
 // appendAny).
 //
+// An append beside a fence (eventstore.ExpectedVersion.Beside) is one
+// statement too, run alone rather than in a group: its writes join a read
+// of the fence's event in the statement's snapshot (appendOneFencedSQL),
+// so an append written on a server holds a fence that server holds — after
+// a failover, the new primary's — and the fenced event, committed before
+// the append was decided, precedes it in the WAL: no standby holds the
+// append without it. Reading the fence takes no lock: appends to the
+// fenced stream never wait on it. When it writes nothing and is no retry,
+// one more read tells a fence gone (*eventstore.FenceError) from a wrong
+// expected version.
+//
 // Beyond eventstore.ValidateAppend, event ids must be lowercase canonical
 // UUIDs and Data and Metadata must be JSON that chain.Canonicalize accepts
 // (or nil); Postgres stores them as jsonb, so they read back normalized
@@ -156,11 +170,11 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	if f, ok := expected.Fence(); ok {
-		return s.appendFenced(ctx, stream, expected, f, b)
+	if f, ok := expected.Fence(); ok && (!isCanonicalUUID(f.EventID) || f.Version < 0) {
+		return eventstore.AppendResult{}, &eventstore.FenceError{Stream: stream, Fence: f} // no event this store holds
 	}
 	if expected.IsAny() {
-		return s.appendAny(ctx, stream, b)
+		return s.appendAny(ctx, stream, expected, b)
 	}
 	return s.appendAt(ctx, stream, expected, b)
 }
@@ -194,7 +208,10 @@ func (s *Store) appendAt(ctx context.Context, stream string, expected eventstore
 			head = streamHead{version: current, hash: headHash}
 		}
 		r := s.newRequest(stream, head, b)
-		written, err := s.group.commit(ctx, r)
+		if f, ok := expected.Fence(); ok {
+			r.fence = &f
+		}
+		written, err := s.commit(ctx, r)
 		if err != nil && !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 			return eventstore.AppendResult{}, err
 		}
@@ -211,6 +228,9 @@ func (s *Store) appendAt(ctx context.Context, stream string, expected eventstore
 		}
 		if next, ok := retried(expected, b.ids, stored); ok {
 			return eventstore.AppendResult{NextExpectedVersion: next}, nil
+		}
+		if err := s.checkFence(ctx, stream, r.fence); err != nil {
+			return eventstore.AppendResult{}, err
 		}
 		if cachedHead && current < want {
 			s.regressed(ctx, eventstore.Regression{Stream: stream, SeenVersion: want, SeenEventID: head.id, HeldVersion: current,
@@ -245,7 +265,7 @@ const maxAnyAttempts = 100
 // stream (a retry, answered as a success again; some but not all of them:
 // refused as on the other paths). A lost race is tried again, at most
 // maxAnyAttempts times; an id stored in another stream is refused.
-func (s *Store) appendAny(ctx context.Context, stream string, b appendBatch) (eventstore.AppendResult, error) {
+func (s *Store) appendAny(ctx context.Context, stream string, fence eventstore.ExpectedVersion, b appendBatch) (eventstore.AppendResult, error) {
 	op := "append " + stream
 	for range maxAnyAttempts {
 		current, headHash, stored, err := s.lookup(ctx, stream, b)
@@ -259,7 +279,10 @@ func (s *Store) appendAny(ctx context.Context, stream string, b appendBatch) (ev
 			return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: eventstore.Any(), Actual: current}
 		}
 		r := s.newRequest(stream, streamHead{version: current, hash: headHash}, b)
-		written, err := s.group.commit(ctx, r)
+		if f, ok := fence.Fence(); ok {
+			r.fence = &f
+		}
+		written, err := s.commit(ctx, r)
 		switch {
 		case err == nil && written:
 			next := current + int64(len(b.ids))
@@ -278,6 +301,9 @@ func (s *Store) appendAny(ctx context.Context, stream string, b appendBatch) (ev
 			}
 			return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: eventstore.Any(), Actual: after}
 		case err != nil:
+			return eventstore.AppendResult{}, err
+		}
+		if err := s.checkFence(ctx, stream, r.fence); err != nil {
 			return eventstore.AppendResult{}, err
 		}
 		// Lost the race for the version: read again.
@@ -324,6 +350,10 @@ func (s *Store) execAppends(ctx context.Context, q querier, rs []*appendRequest)
 func (s *Store) queryAppends(ctx context.Context, q querier, rs []*appendRequest) (pgx.Rows, error) {
 	if len(rs) == 1 {
 		r := rs[0]
+		if f := r.fence; f != nil {
+			return q.Query(ctx, s.sql.appendOneFenced, r.lockKey, r.stream, r.expected, int64(len(r.b.ids)), r.head, r.newHead,
+				r.versions, r.b.ids, r.b.types, r.b.data, r.b.metadata, r.prev, r.hashes, f.Stream, f.Version, f.EventID)
+		}
 		return q.Query(ctx, s.sql.appendOne, r.lockKey, r.stream, r.expected, int64(len(r.b.ids)), r.head, r.newHead,
 			r.versions, r.b.ids, r.b.types, r.b.data, r.b.metadata, r.prev, r.hashes)
 	}
@@ -365,16 +395,42 @@ func (s *Store) queryAppends(ctx context.Context, q querier, rs []*appendRequest
 		index, versions, ids, types, data, metadata, prev, hashes)
 }
 
+// commit runs r's statement: in a group (groupcommit.go), or alone when r
+// is fenced (appendOneFencedSQL).
+func (s *Store) commit(ctx context.Context, r *appendRequest) (bool, error) {
+	if r.fence == nil {
+		return s.group.commit(ctx, r)
+	}
+	written, err := s.execAppends(ctx, s.pool, []*appendRequest{r})
+	if err != nil {
+		return false, err
+	}
+	return written[0], nil
+}
+
+// checkFence returns a *eventstore.FenceError when fence f (nil: none) no
+// longer holds: the store does not hold its event. It is asked after a
+// fenced append wrote nothing and was no retry, to tell a fence gone from
+// a wrong expected version.
+func (s *Store) checkFence(ctx context.Context, stream string, f *eventstore.Fence) error {
+	if f == nil {
+		return nil
+	}
+	var held bool
+	if err := s.pool.QueryRow(ctx, s.sql.fence, f.Stream, f.Version, f.EventID).Scan(&held); err != nil {
+		return interpretError("append "+stream, err)
+	}
+	if !held {
+		return &eventstore.FenceError{Stream: stream, Fence: *f}
+	}
+	return nil
+}
+
 // lookup reads, in one snapshot, the stream's version and head hash and
 // where any of the batch's event ids sit in it (event id -> version).
 func (s *Store) lookup(ctx context.Context, stream string, b appendBatch) (int64, []byte, map[string]int64, error) {
-	return s.lookupOn(ctx, s.pool, stream, b)
-}
-
-// lookupOn is lookup on q.
-func (s *Store) lookupOn(ctx context.Context, q querier, stream string, b appendBatch) (int64, []byte, map[string]int64, error) {
 	op := "append " + stream
-	rows, err := q.Query(ctx, s.sql.settle, stream, b.ids)
+	rows, err := s.pool.Query(ctx, s.sql.settle, stream, b.ids)
 	if err != nil {
 		return 0, nil, nil, interpretError(op, err)
 	}

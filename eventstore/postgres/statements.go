@@ -6,6 +6,7 @@ import "fmt"
 // construction so no call builds SQL.
 type statements struct {
 	appendBatch, appendOne     string
+	appendOneFenced            string
 	settle, fence              string
 	readStream, readAll, head  string
 	readHeads                  string
@@ -127,6 +128,43 @@ FROM w JOIN a ON a.ai = w.ai`
 )
 SELECT 1::bigint, (SELECT count(*) FROM e) FROM w`
 
+	// appendOneFencedSQL is appendOneSQL beside a fence (see
+	// eventstore.Fence): its writes also join f, which holds a row only
+	// while stream $14 holds event $16 at version $15, read in the
+	// statement's snapshot on the server that writes. A fence that does not
+	// hold writes nothing, as a wrong expected version does; the caller
+	// tells the two apart afterwards.
+	//
+	// Parameters: appendOneSQL's, then $14 the fenced stream, $15 the
+	// fence's version, $16 its event id.
+	appendOneFencedSQL = `WITH l AS (
+    SELECT pg_advisory_xact_lock($1::bigint) AS locked
+), f AS (
+    SELECT 1 AS held FROM %[1]s.events
+    WHERE stream_id = $14::text AND stream_version = $15::bigint AND event_id = $16::uuid
+), su AS (
+    UPDATE %[1]s.streams st SET version = $3::bigint + $4::bigint, head_hash = $6::bytea
+    FROM l, f
+    WHERE $3::bigint >= 0 AND st.stream_id = $2::text AND st.version = $3::bigint
+      AND st.head_hash IS NOT DISTINCT FROM $5::bytea
+    RETURNING 1
+), si AS (
+    INSERT INTO %[1]s.streams (stream_id, version, head_hash)
+    SELECT $2::text, $4::bigint - 1, $6::bytea FROM l, f WHERE $3::bigint < 0
+    ON CONFLICT (stream_id) DO NOTHING
+    RETURNING 1
+), w AS (
+    SELECT 1 FROM su UNION ALL SELECT 1 FROM si
+), e AS (
+    INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata, prev_hash, event_hash)
+    SELECT $2::text, u.version, u.id, u.type, u.data, u.metadata, u.prev, u.hash
+    FROM unnest($7::bigint[], $8::uuid[], $9::text[], $10::jsonb[], $11::jsonb[], $12::bytea[], $13::bytea[])
+            WITH ORDINALITY AS u(version, id, type, data, metadata, prev, hash, ord), w
+    ORDER BY u.ord
+    RETURNING 1
+)
+SELECT 1::bigint, (SELECT count(*) FROM e) FROM w`
+
 	// settleSQL reads, in one snapshot, the stream's version and head hash
 	// (NULL, NULL: no stream) and where any of the append's event ids ($2)
 	// sit in it.
@@ -180,15 +218,16 @@ LIMIT $2::bigint`
 
 func newStatements(ident string) statements {
 	return statements{
-		appendBatch:  fmt.Sprintf(appendBatchSQL, ident),
-		appendOne:    fmt.Sprintf(appendOneSQL, ident),
-		settle:       fmt.Sprintf(settleSQL, ident),
-		fence:        fmt.Sprintf(fenceSQL, ident),
-		readStream:   fmt.Sprintf(readStreamSQL, ident),
-		readAll:      fmt.Sprintf(readAllSQL, ident),
-		head:         fmt.Sprintf(headSQL, ident),
-		readHeads:    fmt.Sprintf(readHeadsSQL, ident),
-		loadSnapshot: fmt.Sprintf(loadSnapshotSQL, ident),
-		saveSnapshot: fmt.Sprintf(saveSnapshotSQL, ident),
+		appendBatch:     fmt.Sprintf(appendBatchSQL, ident),
+		appendOne:       fmt.Sprintf(appendOneSQL, ident),
+		appendOneFenced: fmt.Sprintf(appendOneFencedSQL, ident),
+		settle:          fmt.Sprintf(settleSQL, ident),
+		fence:           fmt.Sprintf(fenceSQL, ident),
+		readStream:      fmt.Sprintf(readStreamSQL, ident),
+		readAll:         fmt.Sprintf(readAllSQL, ident),
+		head:            fmt.Sprintf(headSQL, ident),
+		readHeads:       fmt.Sprintf(readHeadsSQL, ident),
+		loadSnapshot:    fmt.Sprintf(loadSnapshotSQL, ident),
+		saveSnapshot:    fmt.Sprintf(saveSnapshotSQL, ident),
 	}
 }
