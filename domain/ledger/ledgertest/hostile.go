@@ -21,6 +21,10 @@ import (
 // clock hostilePresentations makes against one operation.
 const HostileRate = 50
 
+// visibleBound bounds waiting for the global log to show committed
+// events (see RunHostile).
+const visibleBound = 30 * time.Second
+
 // hostileSeconds is how many seconds of the ledger's clock the holder
 // renews under them before it records its outcome.
 const hostileSeconds = 20
@@ -185,8 +189,19 @@ func RunHostile(t *testing.T, b Backend) HostileReport {
 		require.Positive(t, h.CountEvents(typ), typ)
 	}
 	require.Equal(t, rep.Presentations, h.CountEvents(domain.TypePresentationRejected)+h.CountEvents(domain.TypeDeliveryDuplicated)+h.CountEvents(domain.TypeWriteRefused))
-	report, err := audit.Verify(ctx, h.Store, audit.VerifyOptions{})
-	require.NoError(t, err)
+	// The global log audit verify reads may withhold the last events while
+	// an older transaction anywhere on the server is open (PostgreSQL's
+	// ReadAll, shared by parallel tests): read it again, bounded, until it
+	// holds them.
+	var report audit.Report
+	for deadline := time.Now().Add(visibleBound); ; {
+		report, err = audit.Verify(ctx, h.Store, audit.VerifyOptions{})
+		require.NoError(t, err)
+		if report.Refusals.Total >= int64(rep.Presentations) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for a condition
+	}
 	require.Empty(t, report.Violations)
 	rep.Accounted = report.Refusals.Total
 	require.EqualValues(t, rep.Presentations, rep.Accounted, "audit verify accounts for every refusal")
