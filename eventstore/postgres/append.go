@@ -106,8 +106,8 @@ type appendRequest struct {
 	versions     []int64
 	prev, hashes [][]byte
 	newHead      []byte
-	// fence, when set, is the append's condition on another stream: the
-	// append runs alone (appendOneFencedSQL), never in a group.
+	// fence, when set, is the append's condition on another stream
+	// (appendOneFencedSQL alone, CTE f of appendBatchSQL in a group).
 	fence *eventstore.Fence
 }
 
@@ -147,8 +147,9 @@ func (s *Store) newRequest(stream string, head streamHead, b appendBatch) *appen
 // appendAny).
 //
 // An append beside a fence (eventstore.ExpectedVersion.Beside) is one
-// statement too, run alone rather than in a group: its writes join a read
-// of the fence's event in the statement's snapshot (appendOneFencedSQL),
+// statement too, in a group like any other: its writes join a read of the
+// fence's event in the statement's snapshot (appendOneFencedSQL alone,
+// appendBatchSQL's CTE f in a group),
 // so an append written on a server holds a fence that server holds — after
 // a failover, the new primary's — and the fenced event, committed before
 // the append was decided, precedes it in the WAL: no standby holds the
@@ -211,7 +212,7 @@ func (s *Store) appendAt(ctx context.Context, stream string, expected eventstore
 		if f, ok := expected.Fence(); ok {
 			r.fence = &f
 		}
-		written, err := s.commit(ctx, r)
+		written, err := s.group.commit(ctx, r)
 		if err != nil && !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 			return eventstore.AppendResult{}, err
 		}
@@ -282,7 +283,7 @@ func (s *Store) appendAny(ctx context.Context, stream string, fence eventstore.E
 		if f, ok := fence.Fence(); ok {
 			r.fence = &f
 		}
-		written, err := s.commit(ctx, r)
+		written, err := s.group.commit(ctx, r)
 		switch {
 		case err == nil && written:
 			next := current + int64(len(b.ids))
@@ -364,6 +365,9 @@ func (s *Store) queryAppends(ctx context.Context, q querier, rs []*appendRequest
 	var (
 		keys     = make([]int64, len(rs))
 		streams  = make([]string, len(rs))
+		fStreams = make([]string, len(rs))
+		fVers    = make([]int64, len(rs))
+		fIDs     = make([]string, len(rs))
 		expected = make([]int64, len(rs))
 		counts   = make([]int64, len(rs))
 		heads    = make([][]byte, len(rs))
@@ -379,6 +383,9 @@ func (s *Store) queryAppends(ctx context.Context, q querier, rs []*appendRequest
 	)
 	for i, r := range rs {
 		keys[i], streams[i], expected[i], counts[i], heads[i], newHeads[i] = r.lockKey, r.stream, r.expected, int64(len(r.b.ids)), r.head, r.newHead
+		if f := r.fence; f != nil {
+			fStreams[i], fVers[i], fIDs[i] = f.Stream, f.Version, f.EventID
+		}
 		for range r.b.ids {
 			index = append(index, int64(i+1))
 		}
@@ -392,20 +399,7 @@ func (s *Store) queryAppends(ctx context.Context, q querier, rs []*appendRequest
 	}
 	slices.Sort(keys) // every batch locks in key order: no two wait on each other in a cycle
 	return q.Query(ctx, s.sql.appendBatch, keys, streams, expected, counts, heads, newHeads,
-		index, versions, ids, types, data, metadata, prev, hashes)
-}
-
-// commit runs r's statement: in a group (groupcommit.go), or alone when r
-// is fenced (appendOneFencedSQL).
-func (s *Store) commit(ctx context.Context, r *appendRequest) (bool, error) {
-	if r.fence == nil {
-		return s.group.commit(ctx, r)
-	}
-	written, err := s.execAppends(ctx, s.pool, []*appendRequest{r})
-	if err != nil {
-		return false, err
-	}
-	return written[0], nil
+		index, versions, ids, types, data, metadata, prev, hashes, fStreams, fVers, fIDs)
 }
 
 // checkFence returns a *eventstore.FenceError when fence f (nil: none) no

@@ -54,6 +54,13 @@ type statements struct {
 //	per event:  $7 append index (1-based), $8 versions, $9 ids (uuid[]),
 //	    $10 types, $11 data (jsonb[]), $12 metadata (jsonb[]),
 //	    $13 prev hashes, $14 hashes
+//	per append: $15 fenced streams ('' when none), $16 fence versions,
+//	    $17 fence event ids (text)
+//
+// Fences. An append beside a fence (eventstore.Fence) is written only
+// while the fenced stream holds the fence's event at its version, read in
+// the statement's snapshot (CTE f, which every write of the append joins):
+// see appendOneFencedSQL. An append without one passes ” and is in f.
 //
 // The result is one row per written append: (append index, events
 // inserted for it).
@@ -61,17 +68,21 @@ const (
 	appendBatchSQL = `WITH l AS (
     SELECT count(pg_advisory_xact_lock(k)) AS locked FROM unnest($1::bigint[]) AS k
 ), a AS (
-    SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
-        WITH ORDINALITY AS a(stream_id, expected, n, head, new_head, ai)
+    SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[], $15::text[], $16::bigint[], $17::text[])
+        WITH ORDINALITY AS a(stream_id, expected, n, head, new_head, fence_stream, fence_version, fence_id, ai)
+), f AS (
+    SELECT a.ai FROM a
+    WHERE a.fence_stream = '' OR EXISTS (SELECT 1 FROM %[1]s.events fe
+        WHERE fe.stream_id = a.fence_stream AND fe.stream_version = a.fence_version AND fe.event_id::text = a.fence_id)
 ), su AS (
     UPDATE %[1]s.streams st SET version = a.expected + a.n, head_hash = a.new_head
-    FROM a, l
+    FROM a JOIN f ON f.ai = a.ai, l
     WHERE a.expected >= 0 AND st.stream_id = a.stream_id AND st.version = a.expected
       AND st.head_hash IS NOT DISTINCT FROM a.head
     RETURNING a.ai
 ), si AS (
     INSERT INTO %[1]s.streams (stream_id, version, head_hash)
-    SELECT a.stream_id, a.n - 1, a.new_head FROM a, l WHERE a.expected < 0
+    SELECT a.stream_id, a.n - 1, a.new_head FROM a JOIN f ON f.ai = a.ai, l WHERE a.expected < 0
     ON CONFLICT (stream_id) DO NOTHING
     RETURNING stream_id
 ), w AS (

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -53,4 +54,42 @@ func (s suite) appendFenced(t *testing.T) {
 
 	// A retry of a fenced append already written succeeds again.
 	require.Equal(t, int64(0), mustAppend(ctx, t, store, beside, eventstore.NoStream().Beside(at1), first), "retry")
+}
+
+// appendFencedRacing: fenced appends to many streams at once through one
+// store — on a backend that shares statements between concurrent appends,
+// several in one statement — each written only if its own fence holds.
+func (s suite) appendFencedRacing(t *testing.T) {
+	ctx, store := testContext(t), s.newStore(t)
+	fenced := newStream("fenced")
+	ops := newEvents(1, 0)
+	mustAppend(ctx, t, store, fenced, eventstore.NoStream(), ops)
+	holds := eventstore.Fence{Stream: fenced, Version: 0, EventID: ops[0].ID}
+	gone := eventstore.Fence{Stream: fenced, Version: 0, EventID: uuid.NewString()}
+
+	const n = 32
+	streams := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		streams[i] = newStream("beside")
+		f := holds
+		if i%2 == 1 {
+			f = gone
+		}
+		wg.Go(func() {
+			_, errs[i] = store.Append(ctx, streams[i], eventstore.NoStream().Beside(f), newEvents(1, i))
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		events := readStream(ctx, t, store, streams[i], 10)
+		if i%2 == 1 {
+			require.ErrorIs(t, errs[i], eventstore.ErrFenceGone, "append %d: its fence is gone", i)
+			require.Empty(t, events, "append %d wrote nothing", i)
+			continue
+		}
+		require.NoError(t, errs[i], "append %d: its fence holds", i)
+		require.Len(t, events, 1)
+	}
 }

@@ -108,6 +108,7 @@ func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store, opts ...Opt
 		{"Append/IdempotentRetry", s.appendIdempotentRetry},
 		{"Append/RetryRefused", s.appendRetryRefused},
 		{"Append/Fenced", s.appendFenced},
+		{"Append/FencedRacing", s.appendFencedRacing},
 		{"Append/RaceExact", s.raceExact},
 		{"Append/RaceNoStream", s.raceNoStream},
 		{"Append/RaceAny", s.raceAny},
