@@ -85,3 +85,38 @@ func (s *Store) QueuedAppends() int {
 	defer s.group.mu.Unlock()
 	return len(s.group.queue)
 }
+
+// ExplainGenericAppends returns the generic plans (plan_cache_mode
+// force_generic_plan, as a prepared statement settles on after its first
+// executions) of the append statements that read events — the grouped one
+// and the fenced one alone — on the store's schema as it is now.
+func (s *Store) ExplainGenericAppends(ctx context.Context) (batch, fenced string, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		return "", "", err
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "RESET plan_cache_mode") }()
+	explain := func(sql string, args ...any) (string, error) {
+		rows, err := conn.Query(ctx, "EXPLAIN "+sql, args...)
+		if err != nil {
+			return "", err
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		return fmt.Sprint(lines), err
+	}
+	batch, err = explain(s.sql.appendBatch, []int64{1, 2}, []string{"a", "b"}, []int64{0, -1}, []int64{1, 1}, [][]byte{nil, nil}, [][]byte{{0}, {0}},
+		[]int64{1, 2}, []int64{1, 0}, []string{"00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"}, []string{"T", "T"},
+		[][]byte{[]byte("{}"), []byte("{}")}, [][]byte{[]byte("{}"), []byte("{}")}, [][]byte{{0}, {0}}, [][]byte{{0}, {0}},
+		[]string{"", "s"}, []int64{0, 0}, []string{"", "00000000-0000-0000-0000-000000000003"})
+	if err != nil {
+		return "", "", err
+	}
+	fenced, err = explain(s.sql.appendOneFenced, int64(1), "a", int64(0), int64(1), []byte(nil), []byte{0},
+		[]int64{1}, []string{"00000000-0000-0000-0000-000000000001"}, []string{"T"}, [][]byte{[]byte("{}")}, [][]byte{[]byte("{}")}, [][]byte{{0}}, [][]byte{{0}},
+		"s", int64(0), "00000000-0000-0000-0000-000000000003")
+	return batch, fenced, err
+}

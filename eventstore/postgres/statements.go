@@ -71,9 +71,13 @@ const (
     SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[], $15::text[], $16::bigint[], $17::text[])
         WITH ORDINALITY AS a(stream_id, expected, n, head, new_head, fence_stream, fence_version, fence_id, ai)
 ), f AS (
-    SELECT a.ai FROM a
-    WHERE a.fence_stream = '' OR EXISTS (SELECT 1 FROM %[1]s.events fe
-        WHERE fe.stream_id = a.fence_stream AND fe.stream_version = a.fence_version AND fe.event_id::text = a.fence_id)
+    SELECT a.ai FROM a WHERE a.fence_stream = ''
+    UNION ALL
+    SELECT a.ai FROM a CROSS JOIN LATERAL (
+        SELECT 1 FROM %[1]s.events fe
+        WHERE fe.event_id = NULLIF(a.fence_id, '')::uuid AND fe.stream_id = a.fence_stream AND fe.stream_version = a.fence_version
+        LIMIT 1) AS held
+    WHERE a.fence_stream <> ''
 ), su AS (
     UPDATE %[1]s.streams st SET version = a.expected + a.n, head_hash = a.new_head
     FROM a JOIN f ON f.ai = a.ai, l
