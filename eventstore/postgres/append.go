@@ -266,7 +266,7 @@ const maxAnyAttempts = 100
 // stream (a retry, answered as a success again; some but not all of them:
 // refused as on the other paths). A lost race is tried again, at most
 // maxAnyAttempts times; an id stored in another stream is refused.
-func (s *Store) appendAny(ctx context.Context, stream string, fence eventstore.ExpectedVersion, b appendBatch) (eventstore.AppendResult, error) {
+func (s *Store) appendAny(ctx context.Context, stream string, expected eventstore.ExpectedVersion, b appendBatch) (eventstore.AppendResult, error) {
 	op := "append " + stream
 	for range maxAnyAttempts {
 		current, headHash, stored, err := s.lookup(ctx, stream, b)
@@ -280,7 +280,7 @@ func (s *Store) appendAny(ctx context.Context, stream string, fence eventstore.E
 			return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: eventstore.Any(), Actual: current}
 		}
 		r := s.newRequest(stream, streamHead{version: current, hash: headHash}, b)
-		if f, ok := fence.Fence(); ok {
+		if f, ok := expected.Fence(); ok {
 			r.fence = &f
 		}
 		written, err := s.group.commit(ctx, r)
