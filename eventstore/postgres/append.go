@@ -107,7 +107,7 @@ type appendRequest struct {
 	prev, hashes [][]byte
 	newHead      []byte
 	// fence, when set, is the append's condition on another stream
-	// (appendOneFencedSQL alone, CTE f of appendBatchSQL in a group).
+	// (appendOneSQL with appendOneFence alone, CTE f of appendBatchSQL in a group).
 	fence *eventstore.Fence
 }
 
@@ -148,7 +148,7 @@ func (s *Store) newRequest(stream string, head streamHead, b appendBatch) *appen
 //
 // An append beside a fence (eventstore.ExpectedVersion.Beside) is one
 // statement too, in a group like any other: its writes join a read of the
-// fence's event in the statement's snapshot (appendOneFencedSQL alone,
+// fence's event in the statement's snapshot (appendOneSQL with appendOneFence alone,
 // appendBatchSQL's CTE f in a group),
 // so an append written on a server holds a fence that server holds — after
 // a failover, the new primary's — and the fenced event, committed before

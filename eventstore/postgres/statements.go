@@ -60,7 +60,7 @@ type statements struct {
 // Fences. An append beside a fence (eventstore.Fence) is written only
 // while the fenced stream holds the fence's event at its version, read in
 // the statement's snapshot (CTE f, which every write of the append joins):
-// see appendOneFencedSQL. An append without one passes ” and is in f.
+// see appendOneSQL with appendOneFence. An append without one passes an empty fenced stream and is in f.
 //
 // The result is one row per written append: (append index, events
 // inserted for it).
@@ -118,17 +118,20 @@ FROM w JOIN a ON a.ai = w.ai`
 	// stream), $4 event count, $5 expected head hash, $6 new head hash;
 	// per event $7 versions, $8 ids, $9 types, $10 data, $11 metadata,
 	// $12 prev hashes, $13 hashes.
+	//
+	// Formatted with the schema, a CTE to add (%[2]s: none, or
+	// appendOneFence) and what the writes join (%[3]s: l, or l and f).
 	appendOneSQL = `WITH l AS (
     SELECT pg_advisory_xact_lock($1::bigint) AS locked
-), su AS (
+%[2]s), su AS (
     UPDATE %[1]s.streams st SET version = $3::bigint + $4::bigint, head_hash = $6::bytea
-    FROM l
+    FROM %[3]s
     WHERE $3::bigint >= 0 AND st.stream_id = $2::text AND st.version = $3::bigint
       AND st.head_hash IS NOT DISTINCT FROM $5::bytea
     RETURNING 1
 ), si AS (
     INSERT INTO %[1]s.streams (stream_id, version, head_hash)
-    SELECT $2::text, $4::bigint - 1, $6::bytea FROM l WHERE $3::bigint < 0
+    SELECT $2::text, $4::bigint - 1, $6::bytea FROM %[3]s WHERE $3::bigint < 0
     ON CONFLICT (stream_id) DO NOTHING
     RETURNING 1
 ), w AS (
@@ -143,42 +146,20 @@ FROM w JOIN a ON a.ai = w.ai`
 )
 SELECT 1::bigint, (SELECT count(*) FROM e) FROM w`
 
-	// appendOneFencedSQL is appendOneSQL beside a fence (see
-	// eventstore.Fence): its writes also join f, which holds a row only
-	// while stream $14 holds event $16 at version $15, read in the
+	// appendOneFence, put into appendOneSQL (its %[2]s, with its writes
+	// joining "l, f"), makes the statement of an append beside a fence (see
+	// eventstore.Fence): f holds a row only while stream $14 holds event
+	// $16 at version $15, read in the
 	// statement's snapshot on the server that writes. A fence that does not
 	// hold writes nothing, as a wrong expected version does; the caller
 	// tells the two apart afterwards.
 	//
 	// Parameters: appendOneSQL's, then $14 the fenced stream, $15 the
 	// fence's version, $16 its event id.
-	appendOneFencedSQL = `WITH l AS (
-    SELECT pg_advisory_xact_lock($1::bigint) AS locked
-), f AS (
+	appendOneFence = `), f AS (
     SELECT 1 AS held FROM %[1]s.events
     WHERE stream_id = $14::text AND stream_version = $15::bigint AND event_id = $16::uuid
-), su AS (
-    UPDATE %[1]s.streams st SET version = $3::bigint + $4::bigint, head_hash = $6::bytea
-    FROM l, f
-    WHERE $3::bigint >= 0 AND st.stream_id = $2::text AND st.version = $3::bigint
-      AND st.head_hash IS NOT DISTINCT FROM $5::bytea
-    RETURNING 1
-), si AS (
-    INSERT INTO %[1]s.streams (stream_id, version, head_hash)
-    SELECT $2::text, $4::bigint - 1, $6::bytea FROM l, f WHERE $3::bigint < 0
-    ON CONFLICT (stream_id) DO NOTHING
-    RETURNING 1
-), w AS (
-    SELECT 1 FROM su UNION ALL SELECT 1 FROM si
-), e AS (
-    INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata, prev_hash, event_hash)
-    SELECT $2::text, u.version, u.id, u.type, u.data, u.metadata, u.prev, u.hash
-    FROM unnest($7::bigint[], $8::uuid[], $9::text[], $10::jsonb[], $11::jsonb[], $12::bytea[], $13::bytea[])
-            WITH ORDINALITY AS u(version, id, type, data, metadata, prev, hash, ord), w
-    ORDER BY u.ord
-    RETURNING 1
-)
-SELECT 1::bigint, (SELECT count(*) FROM e) FROM w`
+`
 
 	// settleSQL reads, in one snapshot, the stream's version and head hash
 	// (NULL, NULL: no stream) and where any of the append's event ids ($2)
@@ -234,8 +215,8 @@ LIMIT $2::bigint`
 func newStatements(ident string) statements {
 	return statements{
 		appendBatch:     fmt.Sprintf(appendBatchSQL, ident),
-		appendOne:       fmt.Sprintf(appendOneSQL, ident),
-		appendOneFenced: fmt.Sprintf(appendOneFencedSQL, ident),
+		appendOne:       fmt.Sprintf(appendOneSQL, ident, "", "l"),
+		appendOneFenced: fmt.Sprintf(appendOneSQL, ident, fmt.Sprintf(appendOneFence, ident), "l, f"),
 		settle:          fmt.Sprintf(settleSQL, ident),
 		fence:           fmt.Sprintf(fenceSQL, ident),
 		readStream:      fmt.Sprintf(readStreamSQL, ident),
