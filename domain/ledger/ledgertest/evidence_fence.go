@@ -38,6 +38,15 @@ func (s *losingBeforeAppend) Append(ctx context.Context, stream string, expected
 	return s.Store.Append(ctx, stream, expected, events)
 }
 
+// losingBefore returns a store over the harness's that, once armed, makes
+// stream shortened end at version keep just before the next append to
+// stream appended.
+func (h *Harness) losingBefore(b Backend, appended, shortened string, keep int64) *losingBeforeAppend {
+	s := &losingBeforeAppend{Store: h.Store, stream: appended}
+	s.lose = func() { b.Shorten(h.T, h.Store, shortened, keep) }
+	return s
+}
+
 // evidenceOnALostClaim: a replay of spent authority is decided on the
 // claim that spent it; the log loses the claim (and the capability) before
 // the refusal is appended. The refusal "already consumed, replay
@@ -53,8 +62,7 @@ func evidenceOnALostClaim(t *testing.T, b Backend) {
 	stream, evidence := h.Op.StreamName(), domain.EvidenceStreamOf(h.Op)
 	seen := h.lastEvent(stream)
 
-	losing := &losingBeforeAppend{Store: h.Store, stream: evidence}
-	losing.lose = func() { b.Shorten(t, h.Store, stream, 1) } // the capability and the claim are gone
+	losing := h.losingBefore(b, evidence, stream, 1) // the capability and the claim are gone
 	losing.armed.Store(true)
 	out := h.Claim(h.Handler(losing), "MSG-REPLAY", capID, "worker-b")
 
@@ -84,8 +92,7 @@ func duplicateOfALostRefusal(t *testing.T, b Backend) {
 	require.Equal(t, domain.ReasonCapabilityAlreadyConsumed, first.Reason)
 	require.Equal(t, 1, h.CountEvents(domain.TypePresentationRejected))
 
-	losing := &losingBeforeAppend{Store: h.Store, stream: evidence}
-	losing.lose = func() { b.Shorten(t, h.Store, evidence, eventstore.NoStreamVersion) } // the refusal is gone
+	losing := h.losingBefore(b, evidence, evidence, eventstore.NoStreamVersion) // the refusal is gone
 	lh := h.Handler(losing)
 	losing.armed.Store(true)
 	again := h.Claim(lh, "MSG-X", capID, "worker-b")
@@ -114,8 +121,7 @@ func summaryOfALostBound(t *testing.T, b Backend) {
 	require.Equal(t, domain.StatusClaimed, h.Claim(h.H, "MSG-1", capID, "worker-a").Status)
 	evidence := domain.EvidenceStreamOf(h.Op)
 	bound := domain.EvidenceBound{Window: time.Hour, PerKey: 2, PerStream: 100}
-	losing := &losingBeforeAppend{Store: h.Store, stream: evidence}
-	losing.lose = func() { b.Shorten(t, h.Store, evidence, eventstore.NoStreamVersion) } // the refusals are gone
+	losing := h.losingBefore(b, evidence, evidence, eventstore.NoStreamVersion) // the refusals are gone
 	lh := h.HandlerWith(losing, func(c *ledger.Config) { c.EvidenceBound = bound })
 	h.replays(lh, capID, "MSG-R", 0, bound.PerKey)
 	require.Equal(t, bound.PerKey, h.CountEvents(domain.TypePresentationRejected), "within the bound: one by one")
