@@ -31,7 +31,10 @@ func (v *verifier) deliveryDuplicated(ev domain.DeliveryDuplicated) {
 // capability may be appended after it: the evidence stream is fenced by
 // the operation's event it was decided on, not by the operation's later
 // ones (a worker that froze between its decision and its append). A
-// refusal decided once the capability was spent is the violation.
+// refusal decided after the capability was spent is the violation; one
+// decided at the very time of the spending claim cannot be ordered by the
+// ledger's clock and is taken as decided before it (the simulator's
+// virtual clock makes such ties common).
 func (v *verifier) presentationRejected(ev domain.PresentationRejected) {
 	st := v.st
 	v.refusalFields(ev)
@@ -39,7 +42,7 @@ func (v *verifier) presentationRejected(ev domain.PresentationRejected) {
 		v.emit(I7RefusalRecorded, nil, "refusal names operation %s on the stream of %s", ev.OperationID, v.op)
 	}
 	m := v.hash.of(string(ev.MessageID))
-	if c := st.caps.get(v.hash.of(string(ev.CapabilityID))); c != nil && c.state == capConsumed && c.at <= ev.RejectedAt.UnixNano() &&
+	if c := st.caps.get(v.hash.of(string(ev.CapabilityID))); c != nil && c.state == capConsumed && c.at < ev.RejectedAt.UnixNano() &&
 		!st.presented.has(m) && !ev.ReplaySuspected {
 		v.emit(I7RefusalRecorded, []int64{c.version}, "spent capability %s presented on new message %s is not marked replay_suspected",
 			ev.CapabilityID, ev.MessageID)
