@@ -23,7 +23,8 @@ import (
 // once per pause, not once per slot. Each message is settled as its
 // disposition says when its handling ends; acknowledgements of messages
 // that end at about the same time share one statement, sent off the
-// handlers' goroutines (see acker). A claim that finds nothing pauses the
+// handlers' goroutines (see acker); a settle that fails is tried again
+// until the database answers (settleHandled). A claim that finds nothing pauses the
 // loop (PollMin doubling to PollMax, cut short when a message in flight
 // ends or this Queue publishes); so does a message that met an outage of
 // the ledger's store, rather than claiming more into the outage. When ctx
@@ -302,8 +303,9 @@ func (l *claimLoop) pause(ctx context.Context, d time.Duration, untilEnd bool, w
 }
 
 // deliver handles one claimed message and settles it, on a context that
-// outlives a stop by DrainTimeout. A message that cannot be settled is left
-// to its visibility timeout: it is handed out again. It reports whether the
+// outlives a stop by DrainTimeout; a settle that fails is tried again
+// (settleHandled). A message that cannot be settled is left to its
+// visibility timeout: it is handed out again. It reports whether the
 // handling met an outage.
 func (q *Queue) deliver(ctx context.Context, c Claimed, handle transport.HandleFunc, acks *acker) (outage bool) {
 	log := q.cfg.Logger.With("row", c.ID, "message_id", c.MessageID, "attempt", c.Attempt, "counted", c.Counted())
@@ -319,8 +321,6 @@ func (q *Queue) deliver(ctx context.Context, c Claimed, handle transport.HandleF
 		acks.ack(c) // off this goroutine: the slot is free now
 		return outage
 	}
-	if err := q.Settle(hctx, c, d); err != nil {
-		log.WarnContext(ctx, "message not settled; it will be handed out again after its visibility timeout", "action", d.Action, "err", err)
-	}
+	q.settleHandled(hctx, c, d, log)
 	return outage
 }
