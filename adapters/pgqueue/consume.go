@@ -24,7 +24,9 @@ import (
 // disposition says when its handling ends; acknowledgements of messages
 // that end at about the same time share one statement, sent off the
 // handlers' goroutines (see acker); a settle that fails is tried again
-// until the database answers (settleHandled). A claim that finds nothing pauses the
+// until the database answers (settleHandled). Before its first claim a
+// Consume gives back the rows an earlier process under its WorkerID died
+// holding claimed (giveBack). A claim that finds nothing pauses the
 // loop (PollMin doubling to PollMax, cut short when a message in flight
 // ends or this Queue publishes); so does a message that met an outage of
 // the ledger's store, rather than claiming more into the outage. When ctx
@@ -39,7 +41,7 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 	}
 	log := q.cfg.Logger.With("claimer", q.cfg.WorkerID, "topic", q.cfg.Topic)
 	most := q.cfg.Concurrency + maxAhead(q.cfg.Concurrency) // held at most
-	l := &claimLoop{q: q, acks: startAcker(ctx, q, log), ended: make(chan ending, most), poll: q.cfg.PollMin, holding: map[int64]bool{}}
+	l := &claimLoop{q: q, acks: startAcker(ctx, q, log), ended: make(chan ending, most), poll: q.cfg.PollMin, holding: map[int64]bool{}, inherited: true}
 	l.timer = time.NewTimer(time.Hour)
 	l.timer.Stop()
 	defer l.timer.Stop()
@@ -85,6 +87,11 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 			continue
 		}
 		l.collect()
+		if l.inherited && !l.giveBack(ctx, log) {
+			l.pause(ctx, l.poll, false, nil) // the store is out: the claim would fail too
+			l.poll = min(2*l.poll, q.cfg.PollMax)
+			continue
+		}
 		if !l.lostAt.IsZero() && !l.reclaim(ctx, log) {
 			l.pause(ctx, l.poll, false, nil) // the store is still out: the claim would fail too
 			l.poll = min(2*l.poll, q.cfg.PollMax)
@@ -231,6 +238,29 @@ func (l *claimLoop) reclaim(ctx context.Context, log *slog.Logger) bool {
 	return true
 }
 
+// giveBack makes visible at once the rows an earlier process under this
+// WorkerID died holding claimed (SIGKILL, a crash, a lost machine), before
+// this Consume's first claim: without it they would wait out their
+// visibility timeout, and their operations with them, though nothing is
+// handling them. Their claims stay counted. A row that another live
+// process under the same WorkerID is handling is handed out again too; the
+// ledger absorbs the copy (DuplicateDelivery) or fences the second claim.
+// It reports whether the statement ran (false: the store is out).
+func (l *claimLoop) giveBack(ctx context.Context, log *slog.Logger) bool {
+	q := l.q
+	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	tag, err := q.cfg.DB.Exec(ctx, q.sql.giveBack, q.cfg.Topic, q.cfg.WorkerID)
+	if err != nil {
+		return false
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		log.InfoContext(ctx, "an earlier process under this worker id died holding claimed rows: they are visible again", "rows", n)
+	}
+	l.inherited = false
+	return true
+}
+
 // claimLoop is Consume's state.
 type claimLoop struct {
 	q        *Queue
@@ -246,6 +276,9 @@ type claimLoop struct {
 	// claims that failed since the last reclaim started (zero: none).
 	holding map[int64]bool
 	lostAt  time.Time
+	// inherited: the rows an earlier process under this WorkerID held
+	// claimed are not given back yet (giveBack).
+	inherited bool
 }
 
 // ending is what a handler says of a message held: whether its handling
