@@ -2,6 +2,8 @@ package chain
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -79,6 +81,7 @@ type parser struct {
 	exact  bool
 	levels []*level // by object depth
 	str    []byte   // a decoded string
+	ascii  bool     // the last string read was ASCII
 }
 
 // level is one object depth's scratch: its members' names and values.
@@ -91,9 +94,11 @@ type level struct {
 // member is one object member: its name (in the input when raw, else in
 // the level's names) and its canonical value in the level's buf.
 type member struct {
-	raw    bool
+	key    uint64 // nameKey of the name
 	ns, ne int
 	vs, ve int
+	raw    bool
+	ascii  bool // the name is ASCII
 }
 
 func (p *parser) level(depth int) *level {
@@ -115,7 +120,7 @@ func (p *parser) describe() string {
 }
 
 func (p *parser) skipSpace() {
-	for p.pos < len(p.in) {
+	for p.pos < len(p.in) && p.in[p.pos] <= ' ' {
 		switch p.in[p.pos] {
 		case ' ', '\t', '\n', '\r':
 			p.pos++
@@ -188,12 +193,13 @@ func (p *parser) object(dst []byte, depth int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		m := member{raw: raw, ns: start + 1, ne: p.pos - 1}
+		m := member{raw: raw, ascii: p.ascii, ns: start + 1, ne: p.pos - 1}
 		if !raw {
 			m.ns = len(lv.names)
 			lv.names = append(lv.names, p.str...)
 			m.ne = len(lv.names)
 		}
+		m.key = nameKey(lv.name(p, m))
 		p.skipSpace()
 		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
 			return nil, p.fail("expected ':' after member name %q, found %s", lv.name(p, m), p.describe())
@@ -219,12 +225,12 @@ func (p *parser) object(dst []byte, depth int) ([]byte, error) {
 		}
 		p.pos++
 	}
-	slices.SortFunc(lv.members, func(a, b member) int { return compareUTF16(lv.name(p, a), lv.name(p, b)) })
+	lv.sort(p)
 	dst = append(dst, '{')
 	for i, m := range lv.members {
 		name := lv.name(p, m)
 		if i > 0 {
-			if bytes.Equal(lv.name(p, lv.members[i-1]), name) {
+			if prev := lv.members[i-1]; prev.key == m.key && bytes.Equal(lv.name(p, prev), name) {
 				return nil, fmt.Errorf("%w: member name %q appears twice in one object", ErrNotCanonicalizable, name)
 			}
 			dst = append(dst, ',')
@@ -240,6 +246,55 @@ func (p *parser) object(dst []byte, depth int) ([]byte, error) {
 		dst = append(dst, lv.buf[m.vs:m.ve]...)
 	}
 	return append(dst, '}'), nil
+}
+
+// insertionSortMax is the most members sort orders by insertion: objects
+// in events have a handful, for which it is the cheapest sort.
+const insertionSortMax = 12
+
+// sort orders the level's members by name, as RFC 8785 requires.
+func (lv *level) sort(p *parser) {
+	ms := lv.members
+	if len(ms) > insertionSortMax {
+		slices.SortFunc(ms, func(a, b member) int { return lv.compare(p, &a, &b) })
+		return
+	}
+	for i := 1; i < len(ms); i++ {
+		m := ms[i]
+		j := i
+		for ; j > 0 && lv.compare(p, &m, &ms[j-1]) < 0; j-- {
+			ms[j] = ms[j-1]
+		}
+		ms[j] = m
+	}
+}
+
+// compare orders two members by the UTF-16 code units of their names.
+// Where either name is ASCII, that is the order of their bytes: the byte
+// orders of UTF-8 and UTF-16 differ only where a character above U+FFFF
+// meets one in U+E000..U+FFFF, and the first byte where the names differ
+// is an ASCII byte (or one name ends there). Keys that differ decide it.
+func (lv *level) compare(p *parser, a, b *member) int {
+	if a.ascii || b.ascii {
+		if a.key != b.key {
+			return cmp.Compare(a.key, b.key)
+		}
+		return bytes.Compare(lv.name(p, *a), lv.name(p, *b))
+	}
+	return compareUTF16(lv.name(p, *a), lv.name(p, *b))
+}
+
+// nameKey is a name's first 8 bytes as a big-endian integer, zero-padded:
+// keys that differ are in the byte order of their names.
+func nameKey(name []byte) uint64 {
+	if len(name) >= 8 {
+		return binary.BigEndian.Uint64(name)
+	}
+	var k uint64
+	for i, c := range name {
+		k |= uint64(c) << (56 - 8*i)
+	}
+	return k
 }
 
 // name is a member's decoded name.
@@ -288,26 +343,28 @@ func (p *parser) array(dst []byte, depth int) ([]byte, error) {
 // string reads the JSON string at p.pos (its opening quote) and leaves
 // p.pos after its closing quote. raw reports a string without escapes,
 // whose content is the input between the quotes; otherwise the decoded
-// content is in p.str.
+// content is in p.str. p.ascii reports whether the content is ASCII.
 func (p *parser) string() (raw bool, err error) {
 	p.pos++ // "
 	start := p.pos
-	for p.pos < len(p.in) {
-		c := p.in[p.pos]
-		if c == '"' {
-			if !utf8.Valid(p.in[start:p.pos]) {
-				p.pos = start
-				return false, p.fail("string is not valid UTF-8")
-			}
-			p.pos++
-			return true, nil
-		}
-		if c == '\\' || c < 0x20 {
-			break
+	content := p.in[start:]
+	var seen byte // every byte of the content, ORed
+	n := 0
+	for n < len(content) && !stringStop[content[n]] {
+		seen |= content[n]
+		n++
+	}
+	p.pos += n
+	if n < len(content) && content[n] == '"' {
+		p.ascii = seen < utf8.RuneSelf
+		if !p.ascii && !utf8.Valid(content[:n]) {
+			p.pos = start
+			return false, p.fail("string is not valid UTF-8")
 		}
 		p.pos++
+		return true, nil
 	}
-	p.str = append(p.str[:0], p.in[start:p.pos]...)
+	p.str = append(p.str[:0], content[:n]...)
 	for {
 		if p.pos >= len(p.in) {
 			return false, p.fail("unterminated string")
@@ -316,7 +373,8 @@ func (p *parser) string() (raw bool, err error) {
 		switch {
 		case c == '"':
 			p.pos++
-			if !utf8.Valid(p.str) {
+			p.ascii = isASCII(p.str)
+			if !p.ascii && !utf8.Valid(p.str) {
 				return false, p.fail("string is not valid UTF-8")
 			}
 			return false, nil
@@ -371,6 +429,26 @@ func (p *parser) string() (raw bool, err error) {
 			return false, p.fail("invalid escape \\%c", e)
 		}
 	}
+}
+
+// stringStop marks the bytes a string's content cannot hold as they are:
+// the quote, the backslash and the control characters.
+var stringStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// isASCII reports whether s holds only ASCII characters.
+func isASCII(s []byte) bool {
+	for _, c := range s {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *parser) hex4() (rune, error) {
