@@ -120,3 +120,10 @@ func (s *Store) ExplainGenericAppends(ctx context.Context) (batch, fenced string
 		"s", int64(0), "00000000-0000-0000-0000-000000000003")
 	return batch, fenced, err
 }
+
+// QueuedReads is how many stream reads wait for a statement.
+func (s *Store) QueuedReads() int {
+	s.reads.mu.Lock()
+	defer s.reads.mu.Unlock()
+	return len(s.reads.queue)
+}

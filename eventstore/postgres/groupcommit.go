@@ -200,12 +200,13 @@ func (g *groupCommitter) takeLocked() []*pendingAppend {
 
 // execute runs one statement for batch and hands out the outcomes.
 func (g *groupCommitter) execute(batch []*pendingAppend) {
-	ctx, cancel := batchContext(batch)
-	defer cancel()
 	reqs := make([]*appendRequest, len(batch))
+	ctxs := make([]context.Context, len(batch))
 	for i, p := range batch {
-		reqs[i] = p.req
+		reqs[i], ctxs[i] = p.req, p.ctx
 	}
+	ctx, cancel := batchContext(ctxs)
+	defer cancel()
 	g.statements.Add(1)
 	g.appends.Add(int64(len(reqs)))
 	written, err := g.store.execAppends(ctx, g.store.pool, reqs)
@@ -225,16 +226,16 @@ func (g *groupCommitter) execute(batch []*pendingAppend) {
 	}
 }
 
-// batchContext is the context a statement runs on: the values of its
-// first append's, cancelled once every append's context has ended (the
+// batchContext is the context a shared statement runs on: the values of
+// its first caller's, cancelled once every caller's context has ended (the
 // statement then has nobody left to answer).
-func batchContext(batch []*pendingAppend) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+func batchContext(ctxs []context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctxs[0]))
 	left := atomic.Int64{}
-	left.Store(int64(len(batch)))
-	stops := make([]func() bool, len(batch))
-	for i, p := range batch {
-		stops[i] = context.AfterFunc(p.ctx, func() {
+	left.Store(int64(len(ctxs)))
+	stops := make([]func() bool, len(ctxs))
+	for i, c := range ctxs {
+		stops[i] = context.AfterFunc(c, func() {
 			if left.Add(-1) == 0 {
 				cancel()
 			}
