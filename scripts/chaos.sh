@@ -230,6 +230,44 @@ $short && settle_bound=$(( 110 - ($(date +%s) - started) ))
 settled=true
 wait_for "every operation terminal" "$settle_bound" terminal || settled=false
 
+# --- diagnostics: what an operation that did not settle waits for ---------------
+# On a failed settle, for every operation not terminal: its read model (what
+# the API answered), its stream in the log, its queue rows (claimed by whom,
+# hidden for how long), its set-aside items and its lines in the logs; and
+# once: where the relays and the projector stand against the log's end, and
+# who holds the leader locks. Written to stuck.txt and printed (CI keeps only
+# the output).
+psql_() { "$pgbin/psql" "$DATABASE_URL" -X -q -P pager=off -P footer=off -c "$1" 2>&1 || true; }
+diagnose() {
+  local op state ids
+  while read -r op; do
+    state=$(api GET "/v1/operations/$op" "$OPERATOR" 2>/dev/null | jq -r '.state // empty')
+    case $state in Completed|NotApplied|Denied|Escalated) continue ;; esac
+    echo "== $op: $state (not terminal)"
+    echo "-- read model"
+    api GET "/v1/operations/$op" "$OPERATOR" 2>&1 | jq -c '{state, attempt, version, projection_incomplete, executions: [.executions[]? | {execution_id, state, lease_epoch, outcome}]}' 2>&1
+    echo "-- its stream in the log"
+    psql_ "SELECT global_position, transaction_id, stream_version, event_type, recorded_at FROM opledger_store.events WHERE stream_id = 'operation-$op' ORDER BY stream_version"
+    echo "-- its queue rows"
+    psql_ "SELECT id, topic, message_id, state, attempts, uncounted, claimed_by, date_trunc('second', visible_at - now()) AS hidden_for, created_at, settled_at, left(last_error, 160) AS last_error, dead_reason FROM opledger_transport.messages WHERE key = '$op' ORDER BY id"
+    echo "-- set aside"
+    psql_ "SELECT role, item, reason, attempts, set_aside_at, left(detail, 160) AS detail FROM opledger_transport.set_aside WHERE operation_id = '$op'"
+    echo "-- in the logs"
+    ids=$(printf '%s\n' "$op"; "$pgbin/psql" "$DATABASE_URL" -X -q -A -t -c "SELECT message_id FROM opledger_transport.messages WHERE key = '$op'" 2>/dev/null)
+    (cd "$tmp" && grep -F -h -f <(printf '%s\n' "$ids" | sed '/^$/d') serve.log w*.log 2>/dev/null | cut -c1-400 | tail -n 30)
+  done <"$tmp/ops"
+  echo "== the log's end, the relays' and the projector's positions"
+  psql_ "SELECT transaction_id || '/' || global_position AS log_head, pg_snapshot_xmin(pg_current_snapshot()) AS xmin FROM opledger_store.events WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY transaction_id DESC, global_position DESC LIMIT 1"
+  psql_ "SELECT name, position, updated_at FROM opledger_transport.relay_checkpoints ORDER BY name"
+  psql_ "SELECT name, position, events_applied, updated_at FROM opledger.projection_checkpoints ORDER BY name"
+  echo "== the queue, by state"
+  psql_ "SELECT topic, state, count(*), count(*) FILTER (WHERE visible_at > now()) AS hidden, min(visible_at - now()) FILTER (WHERE visible_at > now()) AS next_visible_in FROM opledger_transport.messages GROUP BY topic, state ORDER BY topic, state"
+  echo "== sessions and advisory locks"
+  psql_ "SELECT a.application_name, a.pid, a.state, a.backend_start, l.objid IS NOT NULL AS holds_advisory_lock FROM pg_stat_activity a LEFT JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.granted WHERE a.datname IS NOT NULL ORDER BY a.application_name, a.pid"
+  echo "== warnings and errors in the logs"
+  (cd "$tmp" && grep -h -E '"level":"(WARN|ERROR)"' serve.log w*.log 2>/dev/null | grep -v 'NOT SYNCHRONOUSLY REPLICATED\|plain tokens' | cut -c1-300 | tail -n 40)
+}
+
 # --- checks -------------------------------------------------------------------
 fails=()
 curl -sS -m 10 "$SIM/_sim/ledger" >"$tmp/provider-ledger.json"
@@ -261,6 +299,11 @@ printf '{"seed":%s,"profile":"%s","operations":%s,"states":{%s},"refunds_created
 if [ ${#fails[@]} -gt 0 ]; then
   printf 'chaos.sh: FAILED (seed %s):\n' "$seed" >&2
   printf '  %s\n' "${fails[@]}" >&2
+  if ! $settled; then
+    diagnose >"$tmp/stuck.txt" 2>&1 || true
+    echo "chaos.sh: what the operations that did not settle wait for ($tmp/stuck.txt):" >&2
+    head -c 40000 "$tmp/stuck.txt" >&2
+  fi
   echo "chaos.sh: replay the choices with: scripts/chaos.sh --seed $seed$($short && echo ' --short')" >&2
   exit 1
 fi

@@ -32,6 +32,10 @@ type Claimed struct {
 	// against the message): its counted attempt is Attempt - Uncounted.
 	Uncounted int
 	Exhausted bool // counted MaxAttempts attempts before: dead-lettered by this claim, not to be handled
+	// hiddenUntil is when the claim's visibility timeout ends at the
+	// latest, by this process's clock (the claim was sent before it
+	// started): the row is handed out again after it.
+	hiddenUntil time.Time
 }
 
 // Counted is this claim's attempt as counted against the message.
@@ -56,6 +60,7 @@ func (c Claimed) Inbound() transport.Inbound {
 // (delivery.attempts-exhausted) and returned with Exhausted set.
 func (q *Queue) Claim(ctx context.Context, workerID string, limit int) ([]Claimed, error) {
 	limit = min(max(limit, 1), MaxConcurrency)
+	hiddenUntil := time.Now().Add(q.cfg.VisibilityTimeout)
 	rows, err := q.cfg.DB.Query(ctx, q.sql.claim, q.cfg.Topic, limit, float64(q.cfg.VisibilityTimeout.Milliseconds()),
 		workerID, q.cfg.MaxAttempts, string(transport.ReasonDeliveryAttemptsExhausted))
 	if err != nil {
@@ -65,7 +70,7 @@ func (q *Queue) Claim(ctx context.Context, workerID string, limit int) ([]Claime
 	var out []Claimed
 	for rows.Next() {
 		var (
-			c       = Claimed{Topic: q.cfg.Topic}
+			c       = Claimed{Topic: q.cfg.Topic, hiddenUntil: hiddenUntil}
 			headers []byte
 			state   string
 		)
@@ -97,6 +102,12 @@ const maxErrorText = 1024
 // (RetryBackoff doubling to MaxRetryBackoff), or dead-lettered
 // (delivery.attempts-exhausted) when that was its MaxAttempts-th.
 func (q *Queue) Settle(ctx context.Context, c Claimed, d transport.Disposition) error {
+	return q.settle(ctx, c, d, transport.IsOutage(ctx, d))
+}
+
+// settle is Settle with the Retry's kind decided: outage says whether it
+// met an outage (transport.IsOutage on the handling's context).
+func (q *Queue) settle(ctx context.Context, c Claimed, d transport.Disposition, outage bool) error {
 	var (
 		query string
 		args  []any
@@ -118,7 +129,7 @@ func (q *Queue) Settle(ctx context.Context, c Claimed, d transport.Disposition) 
 		}
 		query, args = q.sql.deadLetter, []any{c.ID, c.Attempt, string(d.Reason), d.Detail, h}
 	case transport.ActionRetry:
-		if transport.IsOutage(ctx, d) {
+		if outage {
 			query, args = q.sql.outage, []any{c.ID, c.Attempt, float64(q.outageBackoff(c.Uncounted + 1).Milliseconds()), errText}
 			break
 		}

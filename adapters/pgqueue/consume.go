@@ -23,7 +23,10 @@ import (
 // once per pause, not once per slot. Each message is settled as its
 // disposition says when its handling ends; acknowledgements of messages
 // that end at about the same time share one statement, sent off the
-// handlers' goroutines (see acker). A claim that finds nothing pauses the
+// handlers' goroutines (see acker); a settle that fails is tried again
+// until the database answers (settleHandled). Before its first claim a
+// Consume gives back the rows an earlier process under its WorkerID died
+// holding claimed (giveBack). A claim that finds nothing pauses the
 // loop (PollMin doubling to PollMax, cut short when a message in flight
 // ends or this Queue publishes); so does a message that met an outage of
 // the ledger's store, rather than claiming more into the outage. When ctx
@@ -38,7 +41,7 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 	}
 	log := q.cfg.Logger.With("claimer", q.cfg.WorkerID, "topic", q.cfg.Topic)
 	most := q.cfg.Concurrency + maxAhead(q.cfg.Concurrency) // held at most
-	l := &claimLoop{q: q, acks: startAcker(ctx, q, log), ended: make(chan ending, most), poll: q.cfg.PollMin, holding: map[int64]bool{}}
+	l := &claimLoop{q: q, acks: startAcker(ctx, q, log), ended: make(chan ending, most), poll: q.cfg.PollMin, holding: map[int64]bool{}, inherited: true}
 	l.timer = time.NewTimer(time.Hour)
 	l.timer.Stop()
 	defer l.timer.Stop()
@@ -84,6 +87,11 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 			continue
 		}
 		l.collect()
+		if l.inherited && !l.giveBack(ctx, log) {
+			l.pause(ctx, l.poll, false, nil) // the store is out: the claim would fail too
+			l.poll = min(2*l.poll, q.cfg.PollMax)
+			continue
+		}
 		if !l.lostAt.IsZero() && !l.reclaim(ctx, log) {
 			l.pause(ctx, l.poll, false, nil) // the store is still out: the claim would fail too
 			l.poll = min(2*l.poll, q.cfg.PollMax)
@@ -230,6 +238,29 @@ func (l *claimLoop) reclaim(ctx context.Context, log *slog.Logger) bool {
 	return true
 }
 
+// giveBack makes visible at once the rows an earlier process under this
+// WorkerID died holding claimed (SIGKILL, a crash, a lost machine), before
+// this Consume's first claim: without it they would wait out their
+// visibility timeout, and their operations with them, though nothing is
+// handling them. Their claims stay counted. A row that another live
+// process under the same WorkerID is handling is handed out again too; the
+// ledger absorbs the copy (DuplicateDelivery) or fences the second claim.
+// It reports whether the statement ran (false: the store is out).
+func (l *claimLoop) giveBack(ctx context.Context, log *slog.Logger) bool {
+	q := l.q
+	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	tag, err := q.cfg.DB.Exec(ctx, q.sql.giveBack, q.cfg.Topic, q.cfg.WorkerID)
+	if err != nil {
+		return false
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		log.InfoContext(ctx, "an earlier process under this worker id died holding claimed rows: they are visible again", "rows", n)
+	}
+	l.inherited = false
+	return true
+}
+
 // claimLoop is Consume's state.
 type claimLoop struct {
 	q        *Queue
@@ -245,6 +276,9 @@ type claimLoop struct {
 	// claims that failed since the last reclaim started (zero: none).
 	holding map[int64]bool
 	lostAt  time.Time
+	// inherited: the rows an earlier process under this WorkerID held
+	// claimed are not given back yet (giveBack).
+	inherited bool
 }
 
 // ending is what a handler says of a message held: whether its handling
@@ -302,8 +336,9 @@ func (l *claimLoop) pause(ctx context.Context, d time.Duration, untilEnd bool, w
 }
 
 // deliver handles one claimed message and settles it, on a context that
-// outlives a stop by DrainTimeout. A message that cannot be settled is left
-// to its visibility timeout: it is handed out again. It reports whether the
+// outlives a stop by DrainTimeout; a settle that fails is tried again
+// (settleHandled). A message that cannot be settled is left to its
+// visibility timeout: it is handed out again. It reports whether the
 // handling met an outage.
 func (q *Queue) deliver(ctx context.Context, c Claimed, handle transport.HandleFunc, acks *acker) (outage bool) {
 	log := q.cfg.Logger.With("row", c.ID, "message_id", c.MessageID, "attempt", c.Attempt, "counted", c.Counted())
@@ -319,8 +354,6 @@ func (q *Queue) deliver(ctx context.Context, c Claimed, handle transport.HandleF
 		acks.ack(c) // off this goroutine: the slot is free now
 		return outage
 	}
-	if err := q.Settle(hctx, c, d); err != nil {
-		log.WarnContext(ctx, "message not settled; it will be handed out again after its visibility timeout", "action", d.Action, "err", err)
-	}
+	q.settleHandled(hctx, c, d, log)
 	return outage
 }

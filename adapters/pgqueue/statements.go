@@ -75,14 +75,24 @@ WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'`
 WHERE m.topic = $1 AND m.claimed_by = $2 AND m.state = 'ready' AND m.id <> ALL($3::bigint[])
   AND m.visible_at > now() + $4::float8 * interval '1 millisecond'
   AND m.visible_at <= now() + $5::float8 * interval '1 millisecond'`
+	// sqlGiveBack makes visible at once the rows of topic $1 that claimer
+	// $2 holds hidden for a claim (a settle into a back-off clears
+	// claimed_by): a Consume that starts holds none, so they are an
+	// earlier process's under the same worker id, which died with them
+	// (SIGKILL, a crash). The claims stay counted: a message that crashes
+	// its worker is dead-lettered after MaxAttempts of them.
+	sqlGiveBack = `UPDATE %[1]s.messages SET visible_at = now()
+WHERE topic = $1 AND claimed_by = $2 AND state = 'ready' AND visible_at > now()`
 	sqlDeadLetter = `UPDATE %[1]s.messages SET state = 'dead', settled_at = now(), dead_reason = $3, dead_detail = $4,
     headers = headers || $5::jsonb
 WHERE id = $1 AND attempts = $2 AND state = 'ready'`
 	// sqlRetry settles a failed attempt (the message's fault): hidden for
-	// $3 milliseconds, or dead-lettered at once when its counted attempts
-	// reached $5 (reason $6, worker $7). It returns the new state.
+	// $3 milliseconds, no longer claimed, or dead-lettered at once when its
+	// counted attempts reached $5 (reason $6, worker $7). It returns the
+	// new state.
 	sqlRetry = `UPDATE %[1]s.messages SET
     visible_at  = now() + $3::float8 * interval '1 millisecond',
+    claimed_by  = CASE WHEN attempts - uncounted >= $5 THEN claimed_by END,
     last_error  = $4,
     state       = CASE WHEN attempts - uncounted >= $5 THEN 'dead' ELSE 'ready' END,
     settled_at  = CASE WHEN attempts - uncounted >= $5 THEN now() END,
@@ -95,9 +105,10 @@ WHERE id = $1 AND attempts = $2 AND state = 'ready'`
 WHERE id = $1 AND attempts = $2 AND state = 'ready'
 RETURNING state`
 	// sqlOutage settles an attempt that failed for an outage (not the
-	// message's fault): uncounted, hidden for $3 milliseconds.
+	// message's fault): uncounted, hidden for $3 milliseconds, no longer
+	// claimed.
 	sqlOutage = `UPDATE %[1]s.messages SET uncounted = uncounted + 1,
-    visible_at = now() + $3::float8 * interval '1 millisecond', last_error = $4
+    visible_at = now() + $3::float8 * interval '1 millisecond', last_error = $4, claimed_by = NULL
 WHERE id = $1 AND attempts = $2 AND state = 'ready'`
 
 	// sqlDepthReady and sqlDepthDead count, per topic, the ready messages
@@ -136,7 +147,7 @@ FROM %[1]s.resubmissions WHERE dead_letter_id = ANY($1)`
 // statements holds the SQL above for one schema.
 type statements struct {
 	publish, claim, ack, deadLetter, retry, outage  string
-	ackBatch, release, reclaim                      string
+	ackBatch, release, reclaim, giveBack            string
 	depthReady, depthDead                           string
 	listTopic, listDead, deadIDs, lockDead          string
 	markResubmit, insertMessage                     string
@@ -147,7 +158,7 @@ func newStatements(schema string) statements {
 	ident := pgx.Identifier{schema}.Sanitize()
 	f := func(q string) string { return fmt.Sprintf(q, ident) }
 	return statements{
-		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), ackBatch: f(sqlAckBatch), release: f(sqlRelease), reclaim: f(sqlReclaim), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
+		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), ackBatch: f(sqlAckBatch), release: f(sqlRelease), reclaim: f(sqlReclaim), giveBack: f(sqlGiveBack), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
 		depthReady: f(sqlDepthReady), depthDead: f(sqlDepthDead),
 		listTopic: f(sqlListTopic), listDead: f(sqlListDead), deadIDs: f(sqlDeadIDs), lockDead: f(sqlLockDead),
 		markResubmit: f(sqlMarkResubmit), insertMessage: f(sqlInsertMessage),

@@ -123,6 +123,9 @@ func (b benchEnv) seed() {
 	rows := make([][]any, len(tmpl))
 	for i, e := range tmpl {
 		op, _ := domain.OperationIDFromStream(e.StreamID)
+		if of, ok := domain.OperationIDFromEvidenceStream(e.StreamID); ok {
+			op = of // its copies are the evidence of the operation's copies
+		}
 		rows[i] = []any{i, e.StreamID, string(op), e.Version, e.Type, string(e.Data), string(e.Metadata)}
 	}
 	_, err = conn.CopyFrom(ctx, pgx.Identifier{b.schema, "bench_template"},

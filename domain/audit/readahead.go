@@ -73,40 +73,40 @@ const maxDecoders = 8
 // readAhead reads the global log after `after`, page by page, and prepares
 // (decodes, rehashes) each page on up to GOMAXPROCS goroutines (that is
 // most of Verify's work; the checks must run in log order, the decoding
-// need not), handing
-// pages over in order. At most three pages are in memory: one being
-// checked, one waiting, one being read. It stops after the page that
-// passes `to`, after a short page (the end of the log), after maxEvents
-// events (then sending ErrLimitExceeded), or on a failed read (sending its
-// error). stop cancels the reading and waits for it to end.
+// need not), handing pages over in order. Reading and preparing are stages
+// of their own, so the server reads the next page while this process
+// prepares the last one. At most five pages are in memory: one being
+// checked, one prepared and waiting, one being prepared, one read and
+// waiting, one being read. It stops after the page that passes `to`, after
+// a short page (the end of the log), after maxEvents events (then sending
+// ErrLimitExceeded), or on a failed read (sending its error). stop cancels
+// the reading and waits for it to end.
 func readAhead(ctx context.Context, store eventstore.Store, after, to eventstore.Position, pageSize int, maxEvents int64, prep prepare) (pages <-chan logPage, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
+	read := make(chan logPage, 1)
 	out := make(chan logPage, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(out)
-		send := func(p logPage) bool {
-			select {
-			case out <- p:
-				return true
-			case <-ctx.Done():
-				return false
-			}
+	send := func(ch chan<- logPage, p logPage) bool {
+		select {
+		case ch <- p:
+			return true
+		case <-ctx.Done():
+			return false
 		}
-		workers := min(runtime.GOMAXPROCS(0), maxDecoders)
-		for read := int64(0); ; read += int64(pageSize) {
-			if read >= maxEvents {
-				send(logPage{err: fmt.Errorf("verify: %w: read %d events (MaxEvents) and the log goes on: set To to verify a fixed range", ErrLimitExceeded, read)})
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(read)
+		for n := int64(0); ; n += int64(pageSize) {
+			if n >= maxEvents {
+				send(read, logPage{err: fmt.Errorf("verify: %w: read %d events (MaxEvents) and the log goes on: set To to verify a fixed range", ErrLimitExceeded, n)})
 				return
 			}
 			batch, err := store.ReadAll(ctx, after, pageSize)
 			if err != nil {
-				send(logPage{err: fmt.Errorf("verify: read the log after %s: %w", orStart(positionText(after)), err)})
+				send(read, logPage{err: fmt.Errorf("verify: read the log after %s: %w", orStart(positionText(after)), err)})
 				return
 			}
-			if !send(logPage{events: batch, decoded: decodeAll(batch, workers, prep)}) {
+			if !send(read, logPage{events: batch}) {
 				return
 			}
 			if len(batch) < pageSize || to != nil && batch[len(batch)-1].Position.Compare(to) >= 0 {
@@ -114,7 +114,19 @@ func readAhead(ctx context.Context, store eventstore.Store, after, to eventstore
 			}
 			after = batch[len(batch)-1].Position
 		}
-	}()
+	})
+	wg.Go(func() {
+		defer close(out)
+		workers := min(runtime.GOMAXPROCS(0), maxDecoders)
+		for p := range read {
+			if p.err == nil {
+				p.decoded = decodeAll(p.events, workers, prep)
+			}
+			if !send(out, p) {
+				return
+			}
+		}
+	})
 	return out, func() { cancel(); wg.Wait() }
 }
 

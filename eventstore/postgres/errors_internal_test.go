@@ -61,7 +61,7 @@ func TestInterpretError(t *testing.T) {
 func TestStatementsNeverNotify(t *testing.T) {
 	t.Parallel()
 	st := newStatements(`"s"`)
-	for _, sql := range []string{st.appendBatch, st.appendOne, st.settle, st.readStream, st.readAll, st.head, st.readHeads, st.loadSnapshot, st.saveSnapshot} {
+	for _, sql := range []string{st.appendBatch, st.appendOne, st.settle, st.readStream, st.readStreams, st.readAll, st.head, st.readHeads, st.loadSnapshot, st.saveSnapshot} {
 		require.NotContains(t, sql, "NOTIFY")
 		require.NotContains(t, sql, "pg_notify")
 		require.NotContains(t, sql, ";", "one statement")

@@ -81,9 +81,7 @@ func (s *Store) AppendUnhashed(ctx context.Context, stream string, v int64, even
 
 // QueuedAppends is how many appends wait for a statement.
 func (s *Store) QueuedAppends() int {
-	s.group.mu.Lock()
-	defer s.group.mu.Unlock()
-	return len(s.group.queue)
+	return s.group.queued()
 }
 
 // ExplainGenericAppends returns the generic plans (plan_cache_mode
@@ -119,4 +117,9 @@ func (s *Store) ExplainGenericAppends(ctx context.Context) (batch, fenced string
 		[]int64{1}, []string{"00000000-0000-0000-0000-000000000001"}, []string{"T"}, [][]byte{[]byte("{}")}, [][]byte{[]byte("{}")}, [][]byte{{0}}, [][]byte{{0}},
 		"s", int64(0), "00000000-0000-0000-0000-000000000003")
 	return batch, fenced, err
+}
+
+// QueuedReads is how many stream reads wait for a statement.
+func (s *Store) QueuedReads() int {
+	return s.reads.queued()
 }

@@ -75,6 +75,11 @@ type Config struct {
 	// DefaultMaxGroupAppends, DefaultMaxGroupEvents,
 	// DefaultMaxAppendsInFlight; MaxGroupAppends 1 turns grouping off.
 	MaxGroupAppends, MaxGroupEvents, MaxAppendsInFlight int
+	// Group read (see groupread.go): at most MaxGroupReads stream reads
+	// share one statement, and at most MaxReadsInFlight stream-read
+	// statements run at once. Defaults DefaultMaxGroupReads,
+	// DefaultMaxReadsInFlight; MaxGroupReads 1 turns grouping off.
+	MaxGroupReads, MaxReadsInFlight int
 	// HeadCacheEntries bounds the streams whose head the store remembers
 	// (default DefaultHeadCacheEntries).
 	HeadCacheEntries int
@@ -86,6 +91,8 @@ func (c *Config) setDefaults() {
 	c.MaxGroupAppends = cmp.Or(c.MaxGroupAppends, DefaultMaxGroupAppends)
 	c.MaxGroupEvents = cmp.Or(c.MaxGroupEvents, DefaultMaxGroupEvents)
 	c.MaxAppendsInFlight = cmp.Or(c.MaxAppendsInFlight, DefaultMaxAppendsInFlight)
+	c.MaxGroupReads = cmp.Or(c.MaxGroupReads, DefaultMaxGroupReads)
+	c.MaxReadsInFlight = cmp.Or(c.MaxReadsInFlight, DefaultMaxReadsInFlight)
 	c.HeadCacheEntries = cmp.Or(c.HeadCacheEntries, DefaultHeadCacheEntries)
 }
 
@@ -105,6 +112,9 @@ func (c *Config) validate() error {
 	if c.MaxGroupAppends < 1 || c.MaxGroupEvents < 1 || c.MaxAppendsInFlight < 1 || c.HeadCacheEntries < 1 {
 		return fmt.Errorf("postgres config: MaxGroupAppends (%d), MaxGroupEvents (%d), MaxAppendsInFlight (%d) and HeadCacheEntries (%d) must be positive",
 			c.MaxGroupAppends, c.MaxGroupEvents, c.MaxAppendsInFlight, c.HeadCacheEntries)
+	}
+	if c.MaxGroupReads < 1 || c.MaxReadsInFlight < 1 {
+		return fmt.Errorf("postgres config: MaxGroupReads (%d) and MaxReadsInFlight (%d) must be positive", c.MaxGroupReads, c.MaxReadsInFlight)
 	}
 	return nil
 }
@@ -127,6 +137,7 @@ type Store struct {
 	sql      statements
 	heads    *headCache
 	group    *groupCommitter
+	reads    *groupReader
 	// observer is told of the regressions the head cache notices (nil:
 	// none is told; the cache drops the entry either way).
 	observer atomic.Pointer[eventstore.RegressionObserver]
@@ -181,6 +192,7 @@ func newStore(pool *pgxpool.Pool, cfg Config) *Store {
 	ident := pgx.Identifier{cfg.Schema}.Sanitize()
 	s := &Store{pool: pool, schema: cfg.Schema, ident: ident, sql: newStatements(ident), heads: newHeadCache(cfg.HeadCacheEntries)}
 	s.group = newGroupCommitter(s, cfg.MaxGroupAppends, cfg.MaxGroupEvents, cfg.MaxAppendsInFlight)
+	s.reads = newGroupReader(s, cfg.MaxGroupReads, cfg.MaxReadsInFlight)
 	return s
 }
 

@@ -12,20 +12,17 @@ import (
 
 // ReadStream implements eventstore.Store. It reads committed events whatever
 // their transaction order: a stream's versions are its own order. A limit of
-// zero or less reads nothing.
+// zero or less reads nothing. Concurrent reads may share a statement
+// (groupread.go).
 func (s *Store) ReadStream(ctx context.Context, stream string, from int64, limit int) ([]eventstore.RecordedEvent, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	from = max(from, 0)
 	known, cached := s.heads.peek(stream) // before the read: what it must find
-	rows, err := s.pool.Query(ctx, s.sql.readStream, stream, from, limit)
+	events, err := s.reads.read(ctx, readRequest{stream: stream, from: from, limit: int64(limit)})
 	if err != nil {
-		return nil, interpretError("read stream "+stream, err)
-	}
-	events, err := collectEvents(rows, limit)
-	if err != nil {
-		return nil, interpretError("read stream "+stream, err)
+		return nil, err
 	}
 	if cached {
 		s.checkRead(ctx, stream, known, from, limit, events)

@@ -8,7 +8,8 @@ type statements struct {
 	appendBatch, appendOne     string
 	appendOneFenced            string
 	settle, fence              string
-	readStream, readAll, head  string
+	readStream, readStreams    string
+	readAll, head              string
 	readHeads                  string
 	loadSnapshot, saveSnapshot string
 }
@@ -181,6 +182,20 @@ WHERE stream_id = $1::text AND stream_version >= $2::bigint
 ORDER BY stream_version
 LIMIT $3::bigint`
 
+	// readStreamsSQL is readStreamSQL for several reads at once ($1, $2, $3:
+	// each read's stream, first version and limit), each row led by its
+	// read's ordinal (1-based).
+	readStreamsSQL = `SELECT r.ord, e.*
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(stream_id, from_version, lim, ord)
+CROSS JOIN LATERAL (
+    SELECT ` + eventColumns + `
+    FROM %[1]s.events ev
+    WHERE ev.stream_id = r.stream_id AND ev.stream_version >= r.from_version
+    ORDER BY ev.stream_version
+    LIMIT r.lim
+) e
+ORDER BY r.ord, e.stream_version`
+
 	// readAllSQL returns only rows of transactions below the snapshot's
 	// xmin: every transaction that could still commit a row ordered before
 	// them has ended.
@@ -220,6 +235,7 @@ func newStatements(ident string) statements {
 		settle:          fmt.Sprintf(settleSQL, ident),
 		fence:           fmt.Sprintf(fenceSQL, ident),
 		readStream:      fmt.Sprintf(readStreamSQL, ident),
+		readStreams:     fmt.Sprintf(readStreamsSQL, ident),
 		readAll:         fmt.Sprintf(readAllSQL, ident),
 		head:            fmt.Sprintf(headSQL, ident),
 		readHeads:       fmt.Sprintf(readHeadsSQL, ident),
