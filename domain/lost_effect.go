@@ -176,7 +176,7 @@ func (o *Operation) openLostEffect(ev LostEffectEscalated) error {
 	if o.Execution(ev.ExecutionID) != nil {
 		return fmt.Errorf("evolve: execution %s opened twice", ev.ExecutionID)
 	}
-	o.Executions = append(o.Executions, &Execution{
+	o.addExecution(&Execution{
 		ID: ev.ExecutionID, Attempt: ev.Attempt, Use: 1, State: ExecEscalated, IdempotencyKey: ev.IdempotencyKey,
 		ProviderReference: ev.ProviderReference, StartedAt: ev.FoundAt,
 	})

@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -121,7 +122,9 @@ type Decision struct {
 }
 
 // Operation is the state an operation's stream folds into. The zero value is
-// an operation that does not exist yet. Build it only with Evolve.
+// an operation that does not exist yet. Build it only with Evolve; copy it
+// only with Fork or Clone. A record it holds (a Capability, an Execution)
+// is never changed once held: Evolve replaces it with a changed copy.
 type Operation struct {
 	ID OperationID
 	// Kind is the operation's kind; Policy its effect policy.
@@ -147,6 +150,9 @@ type Operation struct {
 	// Version is the stream version this state was folded from
 	// (NoStreamVersion, -1, for an operation that does not exist).
 	Version int64
+
+	// shares marks what the state may share with another (see Fork).
+	shares sharedParts
 }
 
 // NewOperation returns the state of an operation with no events.
@@ -294,7 +300,7 @@ func (o *Operation) Evolve(e Event) error {
 		if ev.ExportFacts != nil {
 			d.ExportFacts = *ev.ExportFacts
 		}
-		o.Decisions = append(o.Decisions, d)
+		o.addDecision(d)
 		o.UpdatedAt = ev.DecidedAt
 	case CapabilityIssued:
 		return o.evolveIssued(ev)
@@ -303,14 +309,16 @@ func (o *Operation) Evolve(e Event) error {
 		if !ok {
 			return fmt.Errorf("evolve: revoke of unknown capability %s", ev.CapabilityID)
 		}
-		c.State = CapRevoked
+		revoked := *c
+		revoked.State = CapRevoked
+		o.putCapability(&revoked)
 		o.UpdatedAt = ev.RevokedAt
 	case Claimed:
 		return o.evolveClaimed(ev)
 	case DeliveryDuplicated:
 		// Transport evidence only: never changes an execution.
 	case PresentationRejected:
-		o.Messages[ev.MessageID] = struct{}{}
+		o.addMessage(ev.MessageID)
 	case LeaseRenewed:
 		return o.onExecution(ev.ExecutionID, e, time.Time{}, func(x *Execution) { x.LeaseExpiresAt = ev.LeaseExpiresAt })
 	case OutcomeRecorded:
@@ -365,10 +373,10 @@ func (o *Operation) evolveIssued(ev CapabilityIssued) error {
 	if uses < 1 || uses > o.Policy.MaxUses {
 		return fmt.Errorf("evolve: capability %s of %d uses; a %s capability has 1 to %d", ev.CapabilityID, ev.Uses, o.Kind, o.Policy.MaxUses)
 	}
-	o.Capabilities[ev.CapabilityID] = &Capability{
+	o.putCapability(&Capability{
 		ID: ev.CapabilityID, DecisionID: ev.DecisionID, Attempt: ev.Attempt, Uses: uses,
 		IssuedAt: ev.IssuedAt, ExpiresAt: ev.ExpiresAt, State: CapIssued,
-	}
+	})
 	o.UpdatedAt = ev.IssuedAt
 	return nil
 }
@@ -387,11 +395,13 @@ func (o *Operation) evolveClaimed(ev Claimed) error {
 	if use != c.Claims+1 {
 		return fmt.Errorf("evolve: claim of use %d of capability %s, whose next use is %d", ev.Use, ev.CapabilityID, c.Claims+1)
 	}
-	c.Claims++
-	c.ConsumedBy, c.ConsumedAt, c.Execution = ev.MessageID, ev.ClaimedAt, ev.ExecutionID
-	if c.Claims >= c.Uses {
-		c.State = CapConsumed
+	claimed := *c
+	claimed.Claims++
+	claimed.ConsumedBy, claimed.ConsumedAt, claimed.Execution = ev.MessageID, ev.ClaimedAt, ev.ExecutionID
+	if claimed.Claims >= claimed.Uses {
+		claimed.State = CapConsumed
 	}
+	o.putCapability(&claimed)
 	x := &Execution{
 		ID: ev.ExecutionID, CapabilityID: ev.CapabilityID, MessageID: ev.MessageID, Attempt: ev.Attempt, Use: use,
 		State: ExecExecuting, LeaseEpoch: ev.LeaseEpoch, LeaseOwner: ev.WorkerID,
@@ -400,8 +410,8 @@ func (o *Operation) evolveClaimed(ev Claimed) error {
 	if ev.LeaseSecretDigest != "" {
 		x.HeldLeases = []HeldLease{{Epoch: ev.LeaseEpoch, SecretDigest: ev.LeaseSecretDigest}}
 	}
-	o.Executions = append(o.Executions, x)
-	o.Messages[ev.MessageID] = struct{}{}
+	o.addExecution(x)
+	o.addMessage(ev.MessageID)
 	o.UpdatedAt = ev.ClaimedAt
 	return nil
 }
@@ -425,15 +435,17 @@ func kindOf(e Event) OperationKind {
 // explicit case that changes nothing.
 var ErrUnhandledEvent = errors.New("unhandled event type")
 
-// onExecution applies change to the execution e is about, and stamps the
-// operation's UpdatedAt with at (unless zero). An event about an execution
-// the stream never opened is an error.
+// onExecution replaces the execution e is about with a copy change was
+// applied to, and stamps the operation's UpdatedAt with at (unless zero).
+// An event about an execution the stream never opened is an error.
 func (o *Operation) onExecution(id ExecutionID, e Event, at time.Time, change func(*Execution)) error {
-	x := o.Execution(id)
-	if x == nil {
+	i := slices.IndexFunc(o.Executions, func(x *Execution) bool { return x.ID == id })
+	if i < 0 {
 		return fmt.Errorf("evolve: %s for unknown execution %s", e.EventType(), id)
 	}
-	change(x)
+	x := *o.Executions[i]
+	change(&x)
+	o.putExecution(i, &x)
 	if !at.IsZero() {
 		o.UpdatedAt = at
 	}

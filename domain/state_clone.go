@@ -2,10 +2,10 @@ package domain
 
 import "maps"
 
-// Clone returns a deep copy of o, equal to it (a nil slice stays nil):
-// nothing the copy holds is shared with o, so either may be evolved
-// without touching the other. The command handler clones a state it
-// shares (its cache's) before folding events into it.
+// Clone returns a deep copy of o, equal to it (a nil slice stays nil, and
+// what o marks as shared the copy marks too, though it shares nothing):
+// either may be evolved without touching the other. Fork is the cheap
+// copy of a state to fold events into; Clone is for keeping one as it is.
 func (o *Operation) Clone() *Operation {
 	c := *o
 	c.Decisions = append([]Decision(nil), o.Decisions...)

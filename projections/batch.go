@@ -298,10 +298,10 @@ func copyRows[R copier](ctx context.Context, tx pgx.Tx, sql tableStatements, row
 	if len(rows) == 0 {
 		return nil
 	}
-	_, err := tx.CopyFrom(ctx, sql.table, sql.columns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+	err := copyBinary(ctx, tx, sql.copy, len(sql.columns), len(rows), func(i int) []any {
 		rows[i].normalize()
-		return rows[i].copyValues(), nil
-	}))
+		return rows[i].copyValues()
+	})
 	if err != nil {
 		return writeError(err)
 	}

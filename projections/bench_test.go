@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opledger/domain"
@@ -27,8 +28,13 @@ import (
 // beside two ceilings read from the same rows in the same run: a plain COPY
 // of the events table in log order, and ReadAll through the port. Each of
 // OPLEDGER_BENCH_ROUNDS rounds (default 3) runs all three, the projector
-// into a fresh schema; the medians are reported. It is skipped unless
-// OPLEDGER_BENCH_EVENTS is set: generating the log takes a while.
+// into a fresh schema; the medians are reported. Beside the rates it
+// reports the CPU each took, the benchmark's own and (when the server runs
+// on this machine) the server processes' of its database: CPU time does not
+// stretch when other work shares the cores, so it says where the cost lies
+// on a busy machine (cpu-ratio-to-copy: COPY's CPU over the projector's).
+// It is skipped unless OPLEDGER_BENCH_EVENTS is set: generating the log
+// takes a while.
 //
 // The log is realistic: a template of a few hundred operations written by
 // the command handler (completions, duplicates, replays, Unknowns
@@ -55,15 +61,19 @@ func BenchmarkCatchUp(b *testing.B) {
 	b.Logf("generated %d events (template %d) in %s", n, template, time.Since(start).Round(time.Millisecond))
 
 	var copyRates, readRates, projectRates []float64
+	var copyCPU, readCPU, projectCPU []cost
 	b.ResetTimer()
 	for range b.N {
 		for round := range rounds {
-			copyRates = append(copyRates, float64(n)/timeCopy(b, pool, storeSchema, n).Seconds())
-			readRates = append(readRates, float64(n)/timeReadAll(b, store, n).Seconds())
-			d := timeProjector(b, pool, store, batch, n)
-			projectRates = append(projectRates, float64(n)/d.Seconds())
-			b.Logf("round %d: copy %.0f ev/s, ReadAll %.0f ev/s, projector %.0f ev/s (%s)",
-				round+1, copyRates[len(copyRates)-1], readRates[len(readRates)-1], projectRates[len(projectRates)-1], d.Round(time.Millisecond))
+			c := timeCopy(b, pool, storeSchema, n)
+			r := timeReadAll(b, pool, store, n)
+			p := timeProjector(b, pool, store, batch, n)
+			copyRates = append(copyRates, float64(n)/c.wall.Seconds())
+			readRates = append(readRates, float64(n)/r.wall.Seconds())
+			projectRates = append(projectRates, float64(n)/p.wall.Seconds())
+			copyCPU, readCPU, projectCPU = append(copyCPU, c), append(readCPU, r), append(projectCPU, p)
+			b.Logf("round %d: copy %.0f ev/s, ReadAll %.0f ev/s, projector %.0f ev/s (%s); CPU: copy %s, ReadAll %s, projector %s",
+				round+1, copyRates[len(copyRates)-1], readRates[len(readRates)-1], projectRates[len(projectRates)-1], p.wall.Round(time.Millisecond), c, r, p)
 		}
 	}
 	b.StopTimer()
@@ -74,6 +84,60 @@ func BenchmarkCatchUp(b *testing.B) {
 	b.ReportMetric(p/c, "ratio-to-copy")
 	b.Logf("medians over %d rounds of %d events: projector %.0f ev/s, ReadAll %.0f ev/s, COPY %.0f ev/s; projector/COPY %.3f, ReadAll/COPY %.3f",
 		len(projectRates), n, p, r, c, p/c, r/c)
+	cc, rc, pc := medianCost(copyCPU), medianCost(readCPU), medianCost(projectCPU)
+	b.Logf("median CPU over %d rounds: COPY %s, ReadAll %s, projector %s", len(projectCPU), cc, rc, pc)
+	if cc.server >= 0 && pc.server >= 0 {
+		b.ReportMetric((cc.client+cc.server).Seconds()/(pc.client+pc.server).Seconds(), "cpu-ratio-to-copy")
+		b.Logf("COPY's CPU / projector's CPU %.3f (server %.3f, client %.3f)",
+			(cc.client+cc.server).Seconds()/(pc.client+pc.server).Seconds(), cc.server.Seconds()/pc.server.Seconds(), cc.client.Seconds()/pc.client.Seconds())
+	}
+}
+
+// cost is what reading or folding the log took: wall time, and the CPU of
+// the benchmark's process (client) and of the database's server processes
+// (server; < 0: not known).
+type cost struct {
+	wall, client, server time.Duration
+}
+
+func (c cost) String() string {
+	if c.server < 0 {
+		return fmt.Sprintf("client %.2fs", c.client.Seconds())
+	}
+	return fmt.Sprintf("client %.2fs + server %.2fs", c.client.Seconds(), c.server.Seconds())
+}
+
+// measure runs f and returns its cost.
+func measure(b *testing.B, pool *pgxpool.Pool, f func()) cost {
+	b.Helper()
+	mark, err := markCPU(b.Context(), pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	f()
+	wall := time.Since(start)
+	client, server, err := cpuSince(b.Context(), pool, mark)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cost{wall: wall, client: client, server: server}
+}
+
+// medianCost is the median of each part on its own.
+func medianCost(cs []cost) cost {
+	part := func(f func(cost) time.Duration) time.Duration {
+		xs := make([]float64, len(cs))
+		for i, c := range cs {
+			xs[i] = float64(f(c))
+		}
+		return time.Duration(median(xs))
+	}
+	return cost{
+		wall:   part(func(c cost) time.Duration { return c.wall }),
+		client: part(func(c cost) time.Duration { return c.client }),
+		server: part(func(c cost) time.Duration { return c.server }),
+	}
 }
 
 func openBenchPool(b *testing.B, url string) *pgxpool.Pool {
@@ -244,7 +308,7 @@ func waitReadable(b *testing.B, pool *pgxpool.Pool, store *postgres.Store) {
 }
 
 // timeCopy reads every event row in log order with COPY ... TO STDOUT.
-func timeCopy(b *testing.B, pool *pgxpool.Pool, schema string, n int) time.Duration {
+func timeCopy(b *testing.B, pool *pgxpool.Pool, schema string, n int) cost {
 	b.Helper()
 	conn, err := pool.Acquire(b.Context())
 	if err != nil {
@@ -253,41 +317,41 @@ func timeCopy(b *testing.B, pool *pgxpool.Pool, schema string, n int) time.Durat
 	defer conn.Release()
 	sql := `COPY (SELECT global_position, transaction_id, stream_id, stream_version, event_id, event_type, data, metadata, recorded_at
 FROM ` + pgx.Identifier{schema}.Sanitize() + `.events ORDER BY transaction_id, global_position) TO STDOUT`
-	start := time.Now()
-	tag, err := conn.Conn().PgConn().CopyTo(b.Context(), io.Discard, sql)
-	d := time.Since(start)
+	var tag pgconn.CommandTag
+	c := measure(b, pool, func() { tag, err = conn.Conn().PgConn().CopyTo(b.Context(), io.Discard, sql) })
 	if err != nil || tag.RowsAffected() != int64(n) {
 		b.Fatalf("copy: %d rows, %v", tag.RowsAffected(), err)
 	}
-	return d
+	return c
 }
 
 // timeReadAll reads the whole log through the port, a page of
 // projections.DefaultBatchSize at a time.
-func timeReadAll(b *testing.B, store eventstore.Store, n int) time.Duration {
+func timeReadAll(b *testing.B, pool *pgxpool.Pool, store eventstore.Store, n int) cost {
 	b.Helper()
-	start := time.Now()
-	var after eventstore.Position
 	read := 0
-	for {
-		page, err := store.ReadAll(b.Context(), after, projections.DefaultBatchSize)
-		if err != nil {
-			b.Fatal(err)
+	c := measure(b, pool, func() {
+		var after eventstore.Position
+		for {
+			page, err := store.ReadAll(b.Context(), after, projections.DefaultBatchSize)
+			if err != nil {
+				b.Fatal(err)
+			}
+			read += len(page)
+			if len(page) < projections.DefaultBatchSize {
+				break
+			}
+			after = page[len(page)-1].Position
 		}
-		read += len(page)
-		if len(page) < projections.DefaultBatchSize {
-			break
-		}
-		after = page[len(page)-1].Position
-	}
+	})
 	if read != n {
 		b.Fatalf("ReadAll read %d events, want %d", read, n)
 	}
-	return time.Since(start)
+	return c
 }
 
 // timeProjector catches a projector up from the start into a fresh schema.
-func timeProjector(b *testing.B, pool *pgxpool.Pool, store eventstore.Store, batch, n int) time.Duration {
+func timeProjector(b *testing.B, pool *pgxpool.Pool, store eventstore.Store, batch, n int) cost {
 	b.Helper()
 	ctx := b.Context()
 	_, schema := pgtest.Schema(b)
@@ -298,16 +362,15 @@ func timeProjector(b *testing.B, pool *pgxpool.Pool, store eventstore.Store, bat
 	if err != nil {
 		b.Fatal(err)
 	}
-	start := time.Now()
-	applied, err := p.CatchUp(ctx)
-	d := time.Since(start)
+	var applied int64
+	c := measure(b, pool, func() { applied, err = p.CatchUp(ctx) })
 	if err != nil || applied != int64(n) {
 		b.Fatalf("catch-up applied %d of %d events: %v", applied, n, err)
 	}
 	if _, err := pool.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
 		b.Fatal(err)
 	}
-	return d
+	return c
 }
 
 func median(xs []float64) float64 {

@@ -220,7 +220,8 @@ func (r *reconciliationRow) normalize() { us(&r.At) }
 func (r *skippedRow) normalize()        { us(&r.SkippedAt) }
 
 // The copyValues methods give a created row's values in the order of its
-// table's copy columns (statements.go), for COPY.
+// table's copy columns (statements.go), for COPY, each of a Go type
+// copybinary.go encodes.
 
 func (r *operationRow) copyValues() []any {
 	return []any{r.ID, nullText(r.OrderID), nullInt(r.AmountMinor), nullText(r.Currency), nullInt(r.OrderTotalMinor), r.CorrelationID,
@@ -259,7 +260,7 @@ func nullJSON(raw json.RawMessage) any {
 	if len(raw) == 0 {
 		return nil
 	}
-	return string(raw)
+	return raw
 }
 
 func (r *reconciliationRow) copyValues() []any {

@@ -26,6 +26,7 @@ type statements struct {
 type tableStatements struct {
 	table   pgx.Identifier
 	columns []string
+	copy    string // COPY ... FROM STDIN (FORMAT binary): copybinary.go
 	upsert  string
 }
 
@@ -89,9 +90,12 @@ func table(schema, table string, key, columns []string) tableStatements {
 	for i, c := range columns {
 		excluded[i] = "EXCLUDED." + c
 	}
+	t := pgx.Identifier{schema, table}
+	all := append(slices.Clone(key), columns...)
 	return tableStatements{
-		table:   pgx.Identifier{schema, table},
-		columns: append(slices.Clone(key), columns...),
+		table:   t,
+		columns: all,
+		copy:    copySQL(t, all),
 		upsert: fmt.Sprintf(upsertSQL, quoteSchema(schema), table, strings.Join(key, ", "),
 			strings.Join(columns, ", "), strings.Join(excluded, ", ")),
 	}
@@ -101,9 +105,11 @@ func table(schema, table string, key, columns []string) tableStatements {
 // copied in, or (when the batch is applied again, see errRowExists)
 // inserted once with insertOnceSQL, held in upsert.
 func appendOnly(schema, table string, columns []string) tableStatements {
+	t := pgx.Identifier{schema, table}
 	return tableStatements{
-		table:   pgx.Identifier{schema, table},
+		table:   t,
 		columns: columns,
+		copy:    copySQL(t, columns),
 		upsert:  fmt.Sprintf(insertOnceSQL, quoteSchema(schema), table, "event_id"),
 	}
 }

@@ -82,9 +82,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, who Principal) (r
 		return reply{}, err // never Claimed: nothing may execute
 	}
 	s.cfg.Metrics.ObserveClaim(out.Status, out.Reason)
-	rep := ok(claimAnswer(out))
-	rep.header = http.Header{"Cache-Control": {"no-store"}}
-	return rep, nil
+	return ok(claimAnswer(out)), nil // no-store, as every answer (writeJSON)
 }
 
 // refuseToken records a presentation whose token does not verify and

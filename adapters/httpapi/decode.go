@@ -1,10 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"sync"
 
 	"opledger/domain/strictjson"
 )
@@ -49,9 +50,18 @@ func decodeOptionalBody(w http.ResponseWriter, r *http.Request, limit int64, dst
 	return decodeJSON(w, r, limit, dst, true)
 }
 
+// bodyBuffers holds the buffers request bodies are read into: a decoded
+// value holds copies of what it took from its body (strictjson's strings
+// are its own), so a buffer is reused once the body decoded. One grown past
+// maxPooledBody is left to the collector, to bound what the pool holds.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBody = 64 << 10
+
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any, optional bool) error {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return &apiError{status: http.StatusRequestEntityTooLarge, code: CodeRequestTooLarge, field: bodyField,
@@ -59,11 +69,16 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any, op
 		}
 		return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, field: bodyField, message: "cannot read the request body", cause: err}
 	}
-	err = strictjson.DecodeObject(data, dst, strictjson.Options{})
+	err := strictjson.DecodeObject(buf.Bytes(), dst, strictjson.Options{})
+	if err == nil {
+		if buf.Cap() <= maxPooledBody {
+			bodyBuffers.Put(buf)
+		}
+		return nil
+	}
+	// An error may refer to the body: its buffer is not reused.
 	var se *strictjson.Error
 	switch {
-	case err == nil:
-		return nil
 	case !errors.As(err, &se):
 		return &apiError{status: http.StatusBadRequest, code: CodeRequestMalformed, field: bodyField, message: "request body cannot be read as JSON", cause: err}
 	case se.Problem == strictjson.ProblemEmpty && optional:

@@ -44,8 +44,7 @@ const AlarmLogRegression = "log-regression"
 // it checks nothing else (a liveness probe must not restart a server whose
 // database is down).
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	data, _ := encodeBody(statusResponse{Status: "ok"})
-	writeJSON(w, http.StatusOK, nil, data)
+	_ = writeBody(w, http.StatusOK, nil, statusResponse{Status: "ok"})
 }
 
 // readyz: GET /readyz, no token. 200 {"status":"ready","roles":[...]} when
@@ -90,12 +89,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if len(reasons) > 0 {
 		e := &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, message: "not ready: " + strings.Join(reasons, "; "), retryAfter: "1"}
 		requestInfoFrom(r.Context()).err = e
-		data, _ := encodeBody(readyResponse{Status: "not-ready", Roles: roles, Replication: repl, Alarms: alarms, Error: &errorDetail{Code: e.code, Message: e.message}})
-		writeJSON(w, e.status, http.Header{"Retry-After": {e.retryAfter}}, data)
+		_ = writeBody(w, e.status, http.Header{"Retry-After": {e.retryAfter}}, readyResponse{Status: "not-ready", Roles: roles, Replication: repl, Alarms: alarms, Error: &errorDetail{Code: e.code, Message: e.message}})
 		return
 	}
-	data, _ := encodeBody(readyResponse{Status: "ready", Roles: roles, Replication: repl, Alarms: alarms})
-	writeJSON(w, http.StatusOK, nil, data)
+	_ = writeBody(w, http.StatusOK, nil, readyResponse{Status: "ready", Roles: roles, Replication: repl, Alarms: alarms})
 }
 
 // alarms are what /readyz reports without failing: a log regression no

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"opledger/domain"
 	"opledger/domain/ledger"
@@ -20,27 +22,66 @@ type reply struct {
 
 func ok(body any) reply { return reply{status: http.StatusOK, body: body} }
 
-// encodeBody is the one JSON encoding of every answer, so that an answer
-// rebuilt from the same values is byte for byte the same.
-func encodeBody(body any) ([]byte, error) {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("encode response: %w", err)
-	}
-	return append(data, '\n'), nil
+// replyBuffer is where an answer is encoded: its JSON, then a newline
+// (json.Encoder writes json.Marshal's bytes and the newline).
+type replyBuffer struct {
+	buf bytes.Buffer
+	enc *json.Encoder
 }
+
+// replyBuffers holds the buffers answers are encoded into, for the next
+// answer once one is written; one grown past maxPooledReply is left to
+// the collector, to bound what the pool holds.
+var replyBuffers = sync.Pool{New: func() any {
+	b := new(replyBuffer)
+	b.enc = json.NewEncoder(&b.buf)
+	return b
+}}
+
+const maxPooledReply = 64 << 10
+
+// encodeReply is the one JSON encoding of every answer, so that an answer
+// rebuilt from the same values is byte for byte the same. It calls write
+// with the encoded answer, which write must not keep.
+func encodeReply(body any, write func(data []byte)) error {
+	b := replyBuffers.Get().(*replyBuffer)
+	b.buf.Reset()
+	if err := b.enc.Encode(body); err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	write(b.buf.Bytes())
+	if b.buf.Cap() <= maxPooledReply {
+		replyBuffers.Put(b)
+	}
+	return nil
+}
+
+// writeBody writes body's encoding as writeJSON does, or nothing when body
+// does not encode.
+func writeBody(w http.ResponseWriter, status int, header http.Header, body any) error {
+	return encodeReply(body, func(data []byte) { writeJSON(w, status, header, data) })
+}
+
+// The values of the headers every answer carries, in canonical form, one
+// slice each for every answer: a header's values are replaced or appended
+// to (a new slice), never changed in place.
+var (
+	headerNoStore = []string{"no-store"}
+	headerJSON    = []string{"application/json"}
+	headerNoSniff = []string{"nosniff"}
+)
 
 // writeJSON writes an answer. Every answer is Cache-Control: no-store: an
 // operation's state, its evidence, a refusal or a secret is the caller's,
 // never a shared cache's or the next person's at the same browser.
 func writeJSON(w http.ResponseWriter, status int, header http.Header, data []byte) {
 	h := w.Header()
-	h.Set("Cache-Control", "no-store")
+	h["Cache-Control"] = headerNoStore
 	for k, vs := range header {
 		h[k] = vs
 	}
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"] = headerJSON
+	h["X-Content-Type-Options"] = headerNoSniff
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
 }
@@ -144,10 +185,6 @@ func classify(err error) *apiError {
 
 // writeError writes e as JSON.
 func writeError(w http.ResponseWriter, e *apiError) {
-	data, err := encodeBody(errorBody{Error: errorDetail{Code: e.code, Message: e.message, Field: e.field}})
-	if err != nil {
-		data = []byte(`{"error":{"code":"internal","message":"cannot encode the error"}}` + "\n")
-	}
 	var h http.Header
 	if e.retryAfter != "" {
 		h = http.Header{"Retry-After": {e.retryAfter}}
@@ -155,5 +192,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.status == http.StatusUnauthorized {
 		h = http.Header{"Www-Authenticate": {`Bearer realm="opledger"`}}
 	}
-	writeJSON(w, e.status, h, data)
+	if err := writeBody(w, e.status, h, errorBody{Error: errorDetail{Code: e.code, Message: e.message, Field: e.field}}); err != nil {
+		writeJSON(w, e.status, h, []byte(`{"error":{"code":"internal","message":"cannot encode the error"}}`+"\n"))
+	}
 }

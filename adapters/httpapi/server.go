@@ -28,9 +28,12 @@ type Server struct {
 	scrapeMu   sync.Mutex
 	exposition http.Handler // the registry in Prometheus's text format
 	routes     []Route
-	limiter    *limiter
-	feed       *feed.Reader
-	feedPolls  feedPolls
+	// timeouts bounds the work of each endpoint that takes a token, by
+	// its pattern (see handleFor).
+	timeouts  map[string]time.Duration
+	limiter   *limiter
+	feed      *feed.Reader
+	feedPolls feedPolls
 	// draining is closed when the http.Server shuts down (StopWaiting):
 	// long-polls answer at once rather than hold the shutdown up.
 	draining  chan struct{}
@@ -73,6 +76,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), reads: reads, limiter: newLimiter(cfg.RateLimit), feed: fr, draining: make(chan struct{}),
+		timeouts:   map[string]time.Duration{},
 		exposition: promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
 	_, untraced := cfg.Tracing.(noop.TracerProvider)
 	s.traced = !untraced
@@ -128,10 +132,11 @@ func (s *Server) handle(pattern string, roles []Role, h handlerFunc) {
 }
 
 // handleFor is handle with a bound of the request's work other than
-// CommandTimeout.
+// CommandTimeout. ServeHTTP sets the bound, with the request's context.
 func (s *Server) handleFor(pattern string, roles []Role, timeout time.Duration, h handlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
 	s.routes = append(s.routes, Route{Method: method, Path: path, Roles: roles})
+	s.timeouts[pattern] = timeout
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		info := requestInfoFrom(r.Context())
 		token, found := bearer(r.Header.Get("Authorization"))
@@ -158,9 +163,7 @@ func (s *Server) handleFor(pattern string, roles []Role, timeout time.Duration, 
 			return
 		}
 		annotateSpan(r, who) // trace.go: the route's id and the caller's role
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		defer cancel()
-		rep, err := h(w, r.WithContext(ctx), who)
+		rep, err := h(w, r, who)
 		if err != nil {
 			var refusal *domain.Refusal
 			if errors.As(err, &refusal) {
@@ -171,14 +174,11 @@ func (s *Server) handleFor(pattern string, roles []Role, timeout time.Duration, 
 			writeError(w, e)
 			return
 		}
-		data, err := encodeBody(rep.body)
-		if err != nil {
+		if err := writeBody(w, rep.status, rep.header, rep.body); err != nil {
 			e := classify(err)
 			info.err = e
 			writeError(w, e)
-			return
 		}
-		writeJSON(w, rep.status, rep.header, data)
 	})
 }
 
@@ -187,10 +187,16 @@ func (s *Server) handleFor(pattern string, roles []Role, timeout time.Duration, 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &requestInfo{id: requestID(r)}
-	r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
+	h, pattern := s.mux.Handler(r)
+	ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
+	if timeout, ok := s.timeouts[pattern]; ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	r = r.WithContext(ctx) // the one copy of the request: its context is all it changes
 	rec := &statusRecorder{ResponseWriter: w}
 	rec.Header().Set("X-Request-Id", info.id)
-	h, pattern := s.mux.Handler(r)
 	if s.traced {
 		var span trace.Span
 		r, span = s.startSpan(r, pattern) // trace.go

@@ -12,6 +12,7 @@ import (
 
 	"opledger/adapters/transport"
 	"opledger/domain"
+	"opledger/domain/clock"
 	"opledger/domain/setaside"
 )
 
@@ -70,7 +71,7 @@ func (c *Consumer) partition(ctx, gctx context.Context, gen *kafkago.Generation,
 				return
 			}
 			log.WarnContext(ctx, "fetch failed", "err", err, "failures", failures)
-			if !pause(fctx, c.backoff(failures)) {
+			if !clock.Sleep(fctx, c.backoff(failures)) {
 				return
 			}
 			continue
@@ -207,7 +208,7 @@ func (c *Consumer) process(ctx, fctx context.Context, gen *kafkago.Generation, m
 					return false
 				}
 				log.WarnContext(ctx, "dead-letter write failed; handling the message again", "err", err, "tries", dlqFailures)
-				if !pause(fctx, c.backoff(dlqFailures)) {
+				if !clock.Sleep(fctx, c.backoff(dlqFailures)) {
 					return false
 				}
 				continue
@@ -218,7 +219,7 @@ func (c *Consumer) process(ctx, fctx context.Context, gen *kafkago.Generation, m
 			outages++
 			c.stats.outages.Add(1)
 			log.WarnContext(ctx, "outage: the delivery could not be recorded; handling it again, not counted against it", "err", d.Err, "outages", outages)
-			if !pause(fctx, c.backoff(outages)) {
+			if !clock.Sleep(fctx, c.backoff(outages)) {
 				return false // stopping or rebalancing: the next owner reads it again
 			}
 			continue
@@ -228,7 +229,7 @@ func (c *Consumer) process(ctx, fctx context.Context, gen *kafkago.Generation, m
 			outages++
 			c.stats.outages.Add(1)
 			log.WarnContext(ctx, "cannot record a failed attempt; handling the message again, not counted", "err", err, "cause", d.Err)
-			if !pause(fctx, c.backoff(outages)) {
+			if !clock.Sleep(fctx, c.backoff(outages)) {
 				return false
 			}
 			continue
@@ -269,7 +270,7 @@ func (c *Consumer) backOff(fctx context.Context, it setaside.Item) bool {
 	}
 	c.stats.backingOff.Add(1)
 	defer c.stats.backingOff.Add(-1)
-	return pause(fctx, wait)
+	return clock.Sleep(fctx, wait)
 }
 
 // exhaust dead-letters a message whose failed attempts reached the bound,
@@ -288,7 +289,7 @@ func (c *Consumer) exhaust(ctx, fctx context.Context, gen *kafkago.Generation, i
 			return false // the count stays set aside: the next owner dead-letters it
 		}
 		log.WarnContext(ctx, "dead-letter write failed; trying again", "err", err, "tries", tries)
-		if !pause(fctx, c.backoff(tries)) {
+		if !clock.Sleep(fctx, c.backoff(tries)) {
 			return false
 		}
 	}
@@ -355,16 +356,4 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 		b *= 2
 	}
 	return min(b, c.cfg.MaxRetryBackoff)
-}
-
-// pause waits d, or less if ctx ends (then it reports false).
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

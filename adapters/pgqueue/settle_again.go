@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"opledger/adapters/transport"
+	"opledger/domain/clock"
 )
 
 // settleHandled settles a message its handler is done with, as d says
@@ -49,22 +50,10 @@ func (q *Queue) settleHandled(ctx context.Context, c Claimed, d transport.Dispos
 		case try == 1:
 			log.WarnContext(ctx, "message not settled; trying again until the queue's database answers", "action", d.Action, "err", err)
 		}
-		if !sleep(ctx, wait) {
+		if !clock.Sleep(ctx, wait) {
 			log.WarnContext(ctx, "message not settled; it will be handed out again after its visibility timeout", "action", d.Action, "tries", try, "err", err)
 			return
 		}
 		wait = min(2*wait, q.cfg.PollMax)
-	}
-}
-
-// sleep waits d, or less when ctx ends first (it then reports false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

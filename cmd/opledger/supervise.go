@@ -61,21 +61,10 @@ func (c *superviseConfig) setDefaults() {
 		c.Clock = clock.System{}
 	}
 	if c.Wait == nil {
-		c.Wait = sleepCtx
+		c.Wait = clock.Sleep
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -289,7 +289,7 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 	decide = span.observe(by, decide)
 	stream := op.StreamName()
 	// shared: state is the cache's, or was handed to it (frozen, see
-	// stateCache): it is cloned before anything is folded into it.
+	// stateCache): it is forked before anything is folded into it.
 	state, anchor, cached := h.cache.get(stream)
 	shared := cached
 	try := 0
@@ -362,7 +362,7 @@ func (h *Handler) execute(ctx context.Context, op domain.OperationID, by Cause, 
 			return nil, nil, err
 		}
 		if shared {
-			state = state.Clone() // the one copy a command makes: what it appended goes into its own state
+			state = state.Fork() // what it appended goes into its own state, sharing what the events leave as it was
 		}
 		for _, e := range events {
 			if err := state.Evolve(e); err != nil {
@@ -499,8 +499,8 @@ func (h *Handler) Kind(ctx context.Context, op domain.OperationID) (domain.Opera
 // marks a state the handler held from before (its cache, or a load before
 // a conflict): its catch-up checks the stream still holds its last event.
 // shared marks a state others may be reading (the cache's, or one put in
-// it): the first event folded replaces it with a clone, and the state
-// handed out stays as it was.
+// it): the first event folded replaces it with a fork (domain's
+// Operation.Fork), and the state handed out stays as it was.
 type folding struct {
 	state      *domain.Operation
 	folded     int
@@ -594,10 +594,10 @@ func (h *Handler) catchUp(ctx context.Context, stream string, f *folding) error 
 }
 
 // foldPage folds page into f; each event must follow the one before. A
-// shared state is cloned first, when there is an event to fold.
+// shared state is forked first, when there is an event to fold.
 func (h *Handler) foldPage(stream string, f *folding, page []eventstore.RecordedEvent) error {
 	if f.shared && len(page) > 0 {
-		f.state, f.shared = f.state.Clone(), false
+		f.state, f.shared = f.state.Fork(), false
 	}
 	state := f.state
 	for _, rec := range page {

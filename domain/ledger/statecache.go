@@ -31,12 +31,13 @@ const (
 // out. Safe for concurrent use.
 //
 // It shares states, never copies them: a state put is frozen, changed by
-// no one after (the handler changes only a state it folded or cloned
-// itself and has not handed out; see folding.shared), so get hands the very state to any number
-// of commands at once, which only read it (Decision's contract). A command
-// that appends folds its events into a clone and puts that; a catch-up
-// clones before folding the first newer event. So no command ever sees
-// another's partial state.
+// no one after (the handler changes only a state it folded or forked
+// itself and has not handed out; see folding.shared), so get hands the
+// very state to any number of commands at once, which only read it
+// (Decision's contract). A command that appends folds its events into a
+// fork of it (domain's Operation.Fork: what the events change is copied,
+// the rest shared) and puts that; a catch-up forks before folding the
+// first newer event. So no command ever sees another's partial state.
 type stateCache struct {
 	mu         sync.Mutex
 	maxEntries int

@@ -81,9 +81,7 @@ func (s *Store) AppendUnhashed(ctx context.Context, stream string, v int64, even
 
 // QueuedAppends is how many appends wait for a statement.
 func (s *Store) QueuedAppends() int {
-	s.group.mu.Lock()
-	defer s.group.mu.Unlock()
-	return len(s.group.queue)
+	return s.group.queued()
 }
 
 // ExplainGenericAppends returns the generic plans (plan_cache_mode
@@ -123,7 +121,5 @@ func (s *Store) ExplainGenericAppends(ctx context.Context) (batch, fenced string
 
 // QueuedReads is how many stream reads wait for a statement.
 func (s *Store) QueuedReads() int {
-	s.reads.mu.Lock()
-	defer s.reads.mu.Unlock()
-	return len(s.reads.queue)
+	return s.reads.queued()
 }

@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"sync/atomic"
 
 	"opledger/eventstore"
@@ -56,12 +54,9 @@ const (
 // statement runs on for the others; it is cancelled only when every one of
 // its callers has gone.
 type groupCommitter struct {
-	store                          *Store
-	maxAppends, maxEvents, maxRuns int
-
-	mu      sync.Mutex
-	queue   []*pendingAppend
-	running int
+	store                 *Store
+	maxAppends, maxEvents int
+	statementGroup[*pendingAppend]
 
 	statements, appends atomic.Int64 // for GroupCommitStats
 }
@@ -86,7 +81,9 @@ type appendOutcome struct {
 }
 
 func newGroupCommitter(s *Store, maxAppends, maxEvents, maxRuns int) *groupCommitter {
-	return &groupCommitter{store: s, maxAppends: maxAppends, maxEvents: maxEvents, maxRuns: maxRuns}
+	g := &groupCommitter{store: s, maxAppends: maxAppends, maxEvents: maxEvents}
+	g.statementGroup = statementGroup[*pendingAppend]{maxRun: maxRuns, take: g.take, execute: g.execute}
+	return g
 }
 
 // commit runs r in the next statement that has room for it and reports
@@ -96,34 +93,19 @@ func (g *groupCommitter) commit(ctx context.Context, r *appendRequest) (bool, er
 	if err := ctx.Err(); err != nil {
 		return false, interpretError("append "+r.stream, err)
 	}
-	g.mu.Lock()
-	if len(g.queue) == 0 && g.running < g.maxRuns {
+	p, alone := g.join(func() *pendingAppend { return &pendingAppend{ctx: ctx, req: r, done: make(chan appendOutcome, 1)} })
+	if alone {
 		// Nothing waits and a statement may start: run it here, alone,
 		// without handing the append to another goroutine.
-		g.running++
-		g.mu.Unlock()
 		g.statements.Add(1)
 		g.appends.Add(1)
 		written, err := g.store.execAppends(ctx, g.store.pool, []*appendRequest{r})
-		g.mu.Lock()
-		if len(g.queue) > 0 {
-			go g.run() // appends queued meanwhile: a runner takes over this slot
-		} else {
-			g.running--
-		}
-		g.mu.Unlock()
+		g.leave()
 		if err != nil {
 			return false, err
 		}
 		return written[0], nil
 	}
-	p := &pendingAppend{ctx: ctx, req: r, done: make(chan appendOutcome, 1)}
-	g.queue = append(g.queue, p)
-	if g.running < g.maxRuns {
-		g.running++
-		go g.run()
-	}
-	g.mu.Unlock()
 	select {
 	case o := <-p.done:
 		if o.alone {
@@ -137,11 +119,7 @@ func (g *groupCommitter) commit(ctx context.Context, r *appendRequest) (bool, er
 		}
 		return o.written, o.err
 	case <-ctx.Done():
-		g.mu.Lock()
-		if i := slices.Index(g.queue, p); i >= 0 {
-			g.queue = slices.Delete(g.queue, i, i+1) // never sent: nothing written
-		}
-		g.mu.Unlock()
+		g.withdraw(p) // if still queued: never sent, nothing written
 		select {
 		case o := <-p.done: // it finished meanwhile: the outcome is known after all
 			if !o.alone {
@@ -153,33 +131,17 @@ func (g *groupCommitter) commit(ctx context.Context, r *appendRequest) (bool, er
 	}
 }
 
-// run is a runner: it takes batches from the queue until it is empty.
-func (g *groupCommitter) run() {
-	for {
-		g.mu.Lock()
-		batch := g.takeLocked()
-		if len(batch) == 0 {
-			g.running--
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		g.execute(batch)
-	}
-}
-
-// takeLocked removes from the queue, in order, the appends of the next
-// statement: at most maxAppends, to distinct streams, at most maxEvents
-// events (but always the first). Appends whose callers have gone are
-// dropped.
-func (g *groupCommitter) takeLocked() []*pendingAppend {
+// take splits the queue: the appends of the next statement, in order, at
+// most maxAppends, to distinct streams, at most maxEvents events (but
+// always the first), and those left waiting. Appends whose callers have
+// gone are dropped.
+func (g *groupCommitter) take(queue []*pendingAppend) (batch, keep []*pendingAppend) {
 	var (
-		batch   []*pendingAppend
-		streams = make(map[string]struct{}, min(len(g.queue), g.maxAppends))
+		streams = make(map[string]struct{}, min(len(queue), g.maxAppends))
 		events  int
-		keep    = g.queue[:0]
 	)
-	for _, p := range g.queue {
+	keep = queue[:0]
+	for _, p := range queue {
 		_, dup := streams[p.req.stream]
 		n := len(p.req.b.ids)
 		switch {
@@ -193,9 +155,7 @@ func (g *groupCommitter) takeLocked() []*pendingAppend {
 			events += n
 		}
 	}
-	clear(g.queue[len(keep):]) // let the taken ones go
-	g.queue = keep
-	return batch
+	return batch, keep
 }
 
 // execute runs one statement for batch and hands out the outcomes.
@@ -223,28 +183,5 @@ func (g *groupCommitter) execute(batch []*pendingAppend) {
 		for _, p := range batch {
 			p.done <- appendOutcome{err: err}
 		}
-	}
-}
-
-// batchContext is the context a shared statement runs on: the values of
-// its first caller's, cancelled once every caller's context has ended (the
-// statement then has nobody left to answer).
-func batchContext(ctxs []context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctxs[0]))
-	left := atomic.Int64{}
-	left.Store(int64(len(ctxs)))
-	stops := make([]func() bool, len(ctxs))
-	for i, c := range ctxs {
-		stops[i] = context.AfterFunc(c, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
 	}
 }

@@ -64,28 +64,13 @@ func (g *groupRig) block() {
 		_, err := g.store.Append(t.Context(), stream, eventstore.NoStream(), newEvents(1))
 		g.blocked <- err
 	}()
-	for range 2000 { // bounded poll: the statement reaches its lock wait in milliseconds
-		var n int
-		require.NoError(t, g.admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-			WHERE application_name = $1 AND wait_event_type = 'Lock'`, g.app).Scan(&n))
-		if n > 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("the blocking append never waited on its lock")
+	waitLocked(t, g.admin, g.app)
 }
 
 // unblock lets the runner go on, once want appends are queued.
 func (g *groupRig) unblock(want int) {
 	t := g.t
-	for range 2000 { // bounded poll: the appends queue in microseconds
-		if g.store.QueuedAppends() == want {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	require.Equal(t, want, g.store.QueuedAppends(), "appends queued behind the blocked statement")
+	waitQueued(t, want, g.store.QueuedAppends)
 	require.NoError(t, g.release())
 	require.ErrorIs(t, <-g.blocked, eventstore.ErrWrongExpectedVersion, "the blocking append finds the holder's stream")
 }

@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -28,13 +26,11 @@ const (
 )
 
 // groupReader gathers concurrent stream reads (ReadStream) into shared
-// statements, as groupCommitter does appends: when nothing is queued and a
-// statement may start, the caller runs its read at once, alone; otherwise
-// the read is queued and a runner takes as many queued reads as the bound
-// allows into one statement (readStreamsSQL), which answers each with
-// exactly the rows its own statement would have. A read never waits for a
-// timer, only for the statements already running, and it always starts
-// after its call did, so it sees every event committed before the call.
+// statements (statementGroup), as groupCommitter does appends: a runner
+// takes as many queued reads as the bound allows into one statement
+// (readStreamsSQL), which answers each with exactly the rows its own
+// statement would have. A shared statement always starts after its reads'
+// calls did, so each sees every event committed before its call.
 //
 // Each read keeps its own stream, first version and limit (at most limit
 // rows each, as alone). A statement that fails for a reason that may be one
@@ -44,12 +40,9 @@ const (
 // queue; a running statement is cancelled only when every one of its
 // callers has gone.
 type groupReader struct {
-	store            *Store
-	maxReads, maxRun int
-
-	mu      sync.Mutex
-	queue   []*pendingRead
-	running int
+	store    *Store
+	maxReads int
+	statementGroup[*pendingRead]
 
 	statements, reads atomic.Int64 // for GroupReadStats
 }
@@ -78,33 +71,20 @@ type readOutcome struct {
 }
 
 func newGroupReader(s *Store, maxReads, maxRun int) *groupReader {
-	return &groupReader{store: s, maxReads: maxReads, maxRun: maxRun}
+	g := &groupReader{store: s, maxReads: maxReads}
+	g.statementGroup = statementGroup[*pendingRead]{maxRun: maxRun, take: g.take, execute: g.execute}
+	return g
 }
 
 // read returns the events of r.stream from r.from on, at most r.limit,
 // sharing a statement with other reads when some are waiting.
 func (g *groupReader) read(ctx context.Context, r readRequest) ([]eventstore.RecordedEvent, error) {
-	g.mu.Lock()
-	if len(g.queue) == 0 && g.running < g.maxRun {
-		g.running++
-		g.mu.Unlock()
+	p, alone := g.join(func() *pendingRead { return &pendingRead{ctx: ctx, req: r, done: make(chan readOutcome, 1)} })
+	if alone {
 		events, err := g.alone(ctx, r)
-		g.mu.Lock()
-		if len(g.queue) > 0 {
-			go g.run() // reads queued meanwhile: a runner takes over this slot
-		} else {
-			g.running--
-		}
-		g.mu.Unlock()
+		g.leave()
 		return events, err
 	}
-	p := &pendingRead{ctx: ctx, req: r, done: make(chan readOutcome, 1)}
-	g.queue = append(g.queue, p)
-	if g.running < g.maxRun {
-		g.running++
-		go g.run()
-	}
-	g.mu.Unlock()
 	select {
 	case o := <-p.done:
 		if o.alone {
@@ -112,11 +92,7 @@ func (g *groupReader) read(ctx context.Context, r readRequest) ([]eventstore.Rec
 		}
 		return o.events, o.err
 	case <-ctx.Done():
-		g.mu.Lock()
-		if i := slices.Index(g.queue, p); i >= 0 {
-			g.queue = slices.Delete(g.queue, i, i+1)
-		}
-		g.mu.Unlock()
+		g.withdraw(p)
 		return nil, interpretError("read stream "+r.stream, ctx.Err())
 	}
 }
@@ -133,27 +109,12 @@ func (g *groupReader) alone(ctx context.Context, r readRequest) ([]eventstore.Re
 	return events, interpretError("read stream "+r.stream, err)
 }
 
-// run is a runner: it takes batches from the queue until it is empty.
-func (g *groupReader) run() {
-	for {
-		g.mu.Lock()
-		batch := g.takeLocked()
-		if len(batch) == 0 {
-			g.running--
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		g.execute(batch)
-	}
-}
-
-// takeLocked removes from the queue, in order, at most maxReads reads,
-// dropping those whose callers have gone.
-func (g *groupReader) takeLocked() []*pendingRead {
-	var batch []*pendingRead
-	keep := g.queue[:0]
-	for _, p := range g.queue {
+// take splits the queue: at most maxReads reads for the next statement,
+// in order, and those left waiting. Reads whose callers have gone are
+// dropped.
+func (g *groupReader) take(queue []*pendingRead) (batch, keep []*pendingRead) {
+	keep = queue[:0]
+	for _, p := range queue {
 		switch {
 		case p.ctx.Err() != nil:
 			p.done <- readOutcome{err: interpretError("read stream "+p.req.stream, p.ctx.Err())}
@@ -163,9 +124,7 @@ func (g *groupReader) takeLocked() []*pendingRead {
 			batch = append(batch, p)
 		}
 	}
-	clear(g.queue[len(keep):])
-	g.queue = keep
-	return batch
+	return batch, keep
 }
 
 // execute runs one statement for batch and hands out the outcomes.

@@ -74,19 +74,20 @@ func waitLocked(t *testing.T, admin *pgx.Conn, app string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatal("the blocking read never waited on its lock")
+	t.Fatal("the blocking statement never waited on its lock")
 }
 
-// waitQueued returns once want reads are queued behind the blocked one.
-func (r *readRig) waitQueued(want int) {
-	t := r.t
-	for range 2000 { // bounded poll: reads queue in microseconds
-		if r.store.QueuedReads() == want {
+// waitQueued returns once queued says want requests wait behind the
+// blocked statement.
+func waitQueued(t *testing.T, want int, queued func() int) {
+	t.Helper()
+	for range 2000 { // bounded poll: requests queue in microseconds
+		if queued() == want {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	require.Equal(t, want, r.store.QueuedReads(), "reads queued behind the blocked statement")
+	require.Equal(t, want, queued(), "requests queued behind the blocked statement")
 }
 
 // unblock lets the runner go on.
@@ -150,7 +151,7 @@ func TestGroupReadSharesOneStatement(t *testing.T) {
 	statements, reads := r.store.GroupReadStats()
 	r.block()
 	wait := r.readAll(calls)
-	r.waitQueued(len(calls))
+	waitQueued(t, len(calls), r.store.QueuedReads)
 	r.unblock()
 	answers := wait()
 	after, afterReads := r.store.GroupReadStats()
@@ -187,7 +188,7 @@ func TestGroupReadOneBadReadFailsNoOther(t *testing.T) {
 		{stream: "bad-\xff\xfe", limit: 10},
 		{stream: "good", from: 1, limit: 10},
 	})
-	r.waitQueued(3)
+	waitQueued(t, 3, r.store.QueuedReads)
 	r.unblock()
 	answers := wait()
 	require.NoError(t, answers[0].err)
@@ -210,9 +211,9 @@ func TestGroupReadCallerGoneWhileQueued(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	r.block()
 	wait := r.readAll([]readCall{{stream: "kept", limit: 10}, {stream: "kept", limit: 10, ctx: gone}})
-	r.waitQueued(2)
+	waitQueued(t, 2, r.store.QueuedReads)
 	cancel()
-	r.waitQueued(1)
+	waitQueued(t, 1, r.store.QueuedReads)
 	r.unblock()
 	answers := wait()
 	require.NoError(t, answers[0].err)
