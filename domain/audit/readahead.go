@@ -75,16 +75,16 @@ const maxDecoders = 8
 // most of Verify's work; the checks must run in log order, the decoding
 // need not), handing pages over in order. Reading and preparing are stages
 // of their own, so the server reads the next page while this process
-// prepares the last one. At most five pages are in memory: one being
-// checked, one prepared and waiting, one being prepared, one read and
-// waiting, one being read. It stops after the page that passes `to`, after
+// prepares the last one. At most three pages are in memory: one with each
+// stage (being read or read and waiting, being prepared or prepared and
+// waiting) and one being checked. It stops after the page that passes `to`, after
 // a short page (the end of the log), after maxEvents events (then sending
 // ErrLimitExceeded), or on a failed read (sending its error). stop cancels
 // the reading and waits for it to end.
 func readAhead(ctx context.Context, store eventstore.Store, after, to eventstore.Position, pageSize int, maxEvents int64, prep prepare) (pages <-chan logPage, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	read := make(chan logPage, 1)
-	out := make(chan logPage, 1)
+	read := make(chan logPage) // unbuffered: a page waits in its stage's hands, never in a channel
+	out := make(chan logPage)
 	send := func(ch chan<- logPage, p logPage) bool {
 		select {
 		case ch <- p:
