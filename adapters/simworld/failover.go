@@ -388,13 +388,23 @@ func (h *headCache) read(ctx context.Context, stream string, from int64, limit i
 // beforeAppend refuses an append expecting the version the cache knew
 // where the store holds another event now, or ends before it.
 func (h *headCache) beforeAppend(ctx context.Context, stream string, expected eventstore.ExpectedVersion) bool {
-	known, ok := h.m[stream]
-	want, exact := expected.Version()
-	if !ok || !exact || len(h.w.cuts) == 0 || known.version != want || h.w.holds(stream, want, known.id) {
+	if h.admits(stream, expected) {
 		return true
 	}
+	known := h.m[stream]
 	h.regressed(ctx, stream, known, eventstore.NoStreamVersion, "", fmt.Sprintf("%s no longer holds the event at version %d this store had read or written", stream, known.version))
 	return false
+}
+
+// admits reports whether an append expecting expected passes the cache's
+// check: it does not expect the version the cache knew where the store
+// holds another event now, or ends before it. It changes nothing: an append
+// in flight across a failover is checked so by the statement the store
+// sent, whose answer is lost.
+func (h *headCache) admits(stream string, expected eventstore.ExpectedVersion) bool {
+	known, ok := h.m[stream]
+	want, exact := expected.Version()
+	return !ok || !exact || len(h.w.cuts) == 0 || known.version != want || h.w.holds(stream, want, known.id)
 }
 
 // appended remembers the stream's end after an append.

@@ -73,8 +73,9 @@ func (v *view) Append(ctx context.Context, stream string, expected eventstore.Ex
 	if v.w.failovers != epoch {
 		// In flight when the primary was lost: committed (and replicated)
 		// or not, the answer lost with the connection; an asynchronous
-		// standby lost it either way.
-		if v.w.rng.chance(0.5) && len(v.w.cuts) == cuts {
+		// standby lost it either way. The statement in flight carried the
+		// head the connection knew, so it commits only where that holds.
+		if v.w.rng.chance(0.5) && len(v.w.cuts) == cuts && (v.heads == nil || v.heads.admits(stream, expected)) {
 			if _, err := v.w.inner.Append(ctx, stream, expected, events); err == nil {
 				v.w.appends++
 				v.w.committed()
