@@ -59,3 +59,65 @@ func TestAckBatchKeepsEachResult(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[int64]string{claimed[0].ID: "acked", claimed[1].ID: "ready", claimed[2].ID: "acked"}, states)
 }
+
+// TestAClaimCarriesTheAcknowledgements: a claim that carries
+// acknowledgements settles each under its own claim, as the acker's
+// statement does, and claims none of the rows it acknowledges (one whose
+// visibility timeout passed is visible again); a key whose message it
+// acknowledges has its next message handed out by the next claim.
+func TestAClaimCarriesTheAcknowledgements(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url, schema := pgtest.Schema(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pgstate.Migrate(ctx, pool, schema)
+	require.NoError(t, err)
+	q, err := New(Config{DB: pool, Schema: schema, WorkerID: "w"})
+	require.NoError(t, err)
+	table := pgx.Identifier{schema, "messages"}.Sanitize()
+	var msgs []transport.Outbound
+	for _, m := range [][2]string{{"MSG-1", "A"}, {"MSG-2", "B"}, {"MSG-3", "C"}, {"MSG-4", "A"}} {
+		msgs = append(msgs, transport.Outbound{Topic: transport.TopicRefundRequests, MessageID: m[0], Key: m[1], Value: []byte(`{}`)})
+	}
+	require.NoError(t, q.Publish(ctx, msgs))
+	claimed, err := q.Claim(ctx, "w", 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, 3, "MSG-4 waits for MSG-1, the same key")
+	byID := map[string]Claimed{}
+	for _, c := range claimed {
+		byID[c.MessageID] = c
+	}
+	// MSG-2 was taken over by another claimer; MSG-3's visibility timeout passed.
+	_, err = pool.Exec(ctx, "UPDATE "+table+" SET attempts = attempts + 1 WHERE id = $1", byID["MSG-2"].ID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "UPDATE "+table+" SET visible_at = now() - interval '1 second' WHERE id = $1", byID["MSG-3"].ID)
+	require.NoError(t, err)
+
+	var acks []*pendingAck
+	for _, id := range []string{"MSG-1", "MSG-2", "MSG-3"} {
+		acks = append(acks, &pendingAck{c: byID[id], done: make(chan error, 1)})
+	}
+	more, acked, err := q.claim(ctx, "w", 10, acks)
+	require.NoError(t, err)
+	require.Empty(t, more, "neither the acknowledged MSG-3 nor MSG-4, whose key's message this statement acknowledged")
+	require.ElementsMatch(t, []int64{byID["MSG-1"].ID, byID["MSG-3"].ID}, acked)
+	(&acker{q: q}).answer(ctx, acks, acked, nil)
+	require.NoError(t, <-acks[0].done)
+	require.True(t, errors.Is(<-acks[1].done, ErrClaimLost), "the taken-over message is not acknowledged under the old claim")
+	require.NoError(t, <-acks[2].done)
+
+	next, err := q.Claim(ctx, "w", 10)
+	require.NoError(t, err)
+	require.Len(t, next, 1)
+	require.Equal(t, "MSG-4", next[0].MessageID)
+
+	states := map[string]string{}
+	rows, err := pool.Query(ctx, "SELECT message_id, state FROM "+table)
+	require.NoError(t, err)
+	var id, state string
+	_, err = pgx.ForEachRow(rows, []any{&id, &state}, func() error { states[id] = state; return nil })
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"MSG-1": "acked", "MSG-2": "ready", "MSG-3": "acked", "MSG-4": "ready"}, states)
+}

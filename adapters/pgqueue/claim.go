@@ -59,15 +59,33 @@ func (c Claimed) Inbound() transport.Inbound {
 // settled as failed) are dead-lettered instead
 // (delivery.attempts-exhausted) and returned with Exhausted set.
 func (q *Queue) Claim(ctx context.Context, workerID string, limit int) ([]Claimed, error) {
+	out, _, err := q.claim(ctx, workerID, limit, nil)
+	return out, err
+}
+
+// claim is Claim acknowledging acks in the same statement (sqlClaimAcking;
+// none: sqlClaim), each under its claim's attempt as the acker does. It
+// returns the claimed messages and the ids of the acks acknowledged (an
+// ack missing from them lost its claim). On an error nothing was
+// acknowledged or claimed, or the answer was lost with both.
+func (q *Queue) claim(ctx context.Context, workerID string, limit int, acks []*pendingAck) ([]Claimed, []int64, error) {
 	limit = min(max(limit, 1), MaxConcurrency)
 	hiddenUntil := time.Now().Add(q.cfg.VisibilityTimeout)
-	rows, err := q.cfg.DB.Query(ctx, q.sql.claim, q.cfg.Topic, limit, float64(q.cfg.VisibilityTimeout.Milliseconds()),
-		workerID, q.cfg.MaxAttempts, string(transport.ReasonDeliveryAttemptsExhausted))
+	query, args := q.sql.claim, []any{q.cfg.Topic, limit, float64(q.cfg.VisibilityTimeout.Milliseconds()),
+		workerID, q.cfg.MaxAttempts, string(transport.ReasonDeliveryAttemptsExhausted)}
+	if len(acks) > 0 {
+		ids, attempts := ackColumns(acks)
+		query, args = q.sql.claimAcking, append(args, ids, attempts)
+	}
+	rows, err := q.cfg.DB.Query(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("claim from %s.messages: %w", q.schema, err)
+		return nil, nil, fmt.Errorf("claim from %s.messages: %w", q.schema, err)
 	}
 	defer rows.Close()
-	var out []Claimed
+	var (
+		out   []Claimed
+		acked []int64
+	)
 	for rows.Next() {
 		var (
 			c       = Claimed{Topic: q.cfg.Topic, hiddenUntil: hiddenUntil}
@@ -75,18 +93,22 @@ func (q *Queue) Claim(ctx context.Context, workerID string, limit int) ([]Claime
 			state   string
 		)
 		if err := rows.Scan(&c.ID, &c.MessageID, &c.Key, &c.Value, &headers, &c.Attempt, &c.Uncounted, &state); err != nil {
-			return nil, fmt.Errorf("claim from %s.messages: %w", q.schema, err)
+			return nil, nil, fmt.Errorf("claim from %s.messages: %w", q.schema, err)
+		}
+		if state == "acked" {
+			acked = append(acked, c.ID)
+			continue
 		}
 		if err := json.Unmarshal(headers, &c.Headers); err != nil {
-			return nil, fmt.Errorf("claim row %d: headers: %w", c.ID, err)
+			return nil, nil, fmt.Errorf("claim row %d: headers: %w", c.ID, err)
 		}
 		c.Exhausted = state == "dead"
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim from %s.messages: %w", q.schema, err)
+		return nil, nil, fmt.Errorf("claim from %s.messages: %w", q.schema, err)
 	}
-	return out, nil
+	return out, acked, nil
 }
 
 // maxErrorText bounds the error text kept with a retried message.

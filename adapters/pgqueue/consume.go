@@ -21,10 +21,11 @@ import (
 // see Claim), once at least a quarter of Concurrency is free, so that a
 // busy queue costs one claim per several messages and an idle one polls
 // once per pause, not once per slot. Each message is settled as its
-// disposition says when its handling ends; acknowledgements of messages
-// that end at about the same time share one statement, sent off the
-// handlers' goroutines (see acker); a settle that fails is tried again
-// until the database answers (settleHandled). Before its first claim a
+// disposition says when its handling ends; the acknowledgements of the
+// messages that ended go in the next claim's statement, or, when none
+// comes within ackLinger, share one of their own, sent off the handlers'
+// goroutines (see acker); a settle that fails is tried again until the
+// database answers (settleHandled). Before its first claim a
 // Consume gives back the rows an earlier process under its WorkerID died
 // holding claimed (giveBack). A claim that finds nothing pauses the
 // loop (PollMin doubling to PollMax, cut short when a message in flight
@@ -104,7 +105,13 @@ func (q *Queue) Consume(ctx context.Context, handle transport.HandleFunc) error 
 		}
 		wake := q.published.wait() // before the claim: a publish during it counts
 		t0 := time.Now()
-		claimed, err := q.Claim(ctx, q.cfg.WorkerID, free)
+		acks := l.acks.take() // the messages that ended: acknowledged in the claim's commit
+		claimed, acked, err := q.claim(ctx, q.cfg.WorkerID, free, acks)
+		if err != nil {
+			l.acks.requeue(acks) // for the acker's own statement
+		} else {
+			l.acks.answer(ctx, acks, acked, nil)
+		}
 		if ctx.Err() != nil && len(claimed) == 0 {
 			break
 		}

@@ -23,7 +23,31 @@ ON CONFLICT (topic, message_id) DO NOTHING`
 	// minus the uncounted outages) reached $5 is dead-lettered instead
 	// (state 'dead' in the result), with its reason ($6), the attempts and
 	// the last error in its columns and headers.
-	sqlClaim = `WITH candidate AS (
+	sqlClaim = `WITH ` + claimCandidate + `, ` + claimJudged + `
+` + claimUpdate
+
+	// sqlClaimAcking is sqlClaim acknowledging, in the same statement, rows
+	// $7 each under its claim's attempt ($8), as sqlAckBatch does: one
+	// commit for both. The claim skips those rows (a row updated twice by
+	// one statement keeps one of the two updates, unpredictably), and its
+	// snapshot is the statement's, taken before the acknowledgements: a
+	// key whose message is acknowledged here still has a ready row in it,
+	// so the key's next message is handed out by the next claim, not this
+	// one. It returns the claimed rows (state 'ready' or 'dead') and one
+	// row per acknowledged id (state 'acked', the other columns empty).
+	sqlClaimAcking = `WITH acked AS (
+    UPDATE %[1]s.messages m SET state = 'acked', settled_at = now(), last_error = NULL
+    FROM unnest($7::bigint[], $8::int[]) AS a(id, attempts)
+    WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'
+    RETURNING m.id
+), ` + claimCandidateSkipping + `, ` + claimJudged + `, claimed AS (
+` + claimUpdate + `
+)
+SELECT * FROM claimed
+UNION ALL
+SELECT id, '', '', ''::bytea, '{}'::jsonb, 0, 0, 'acked' FROM acked`
+
+	claimCandidate = `candidate AS (
     SELECT m.id FROM %[1]s.messages m
     WHERE m.topic = $1 AND m.state = 'ready' AND m.visible_at <= now()
       AND NOT EXISTS (
@@ -32,13 +56,24 @@ ON CONFLICT (topic, message_id) DO NOTHING`
     ORDER BY m.id
     LIMIT $2
     FOR UPDATE OF m SKIP LOCKED
-), judged AS (
+)`
+	claimCandidateSkipping = `candidate AS (
+    SELECT m.id FROM %[1]s.messages m
+    WHERE m.topic = $1 AND m.state = 'ready' AND m.visible_at <= now() AND m.id <> ALL($7::bigint[])
+      AND NOT EXISTS (
+          SELECT 1 FROM %[1]s.messages e
+          WHERE e.topic = m.topic AND e.key = m.key AND e.state = 'ready' AND e.id < m.id)
+    ORDER BY m.id
+    LIMIT $2
+    FOR UPDATE OF m SKIP LOCKED
+)`
+	claimJudged = `judged AS (
     SELECT m.id, m.attempts - m.uncounted >= $5 AS exhausted,
            'handed out ' || (m.attempts - m.uncounted) || ' times without success'
                || COALESCE('; last error: ' || m.last_error, '') AS detail
     FROM %[1]s.messages m JOIN candidate c ON c.id = m.id
-)
-UPDATE %[1]s.messages m SET
+)`
+	claimUpdate = `UPDATE %[1]s.messages m SET
     attempts    = CASE WHEN j.exhausted THEN m.attempts ELSE m.attempts + 1 END,
     visible_at  = now() + $3::float8 * interval '1 millisecond',
     claimed_by  = $4,
@@ -146,7 +181,8 @@ FROM %[1]s.resubmissions WHERE dead_letter_id = ANY($1)`
 
 // statements holds the SQL above for one schema.
 type statements struct {
-	publish, claim, ack, deadLetter, retry, outage  string
+	publish, claim, claimAcking, ack, deadLetter    string
+	retry, outage                                   string
 	ackBatch, release, reclaim, giveBack            string
 	depthReady, depthDead                           string
 	listTopic, listDead, deadIDs, lockDead          string
@@ -158,7 +194,7 @@ func newStatements(schema string) statements {
 	ident := pgx.Identifier{schema}.Sanitize()
 	f := func(q string) string { return fmt.Sprintf(q, ident) }
 	return statements{
-		publish: f(sqlPublish), claim: f(sqlClaim), ack: f(sqlAck), ackBatch: f(sqlAckBatch), release: f(sqlRelease), reclaim: f(sqlReclaim), giveBack: f(sqlGiveBack), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
+		publish: f(sqlPublish), claim: f(sqlClaim), claimAcking: f(sqlClaimAcking), ack: f(sqlAck), ackBatch: f(sqlAckBatch), release: f(sqlRelease), reclaim: f(sqlReclaim), giveBack: f(sqlGiveBack), deadLetter: f(sqlDeadLetter), retry: f(sqlRetry), outage: f(sqlOutage),
 		depthReady: f(sqlDepthReady), depthDead: f(sqlDepthDead),
 		listTopic: f(sqlListTopic), listDead: f(sqlListDead), deadIDs: f(sqlDeadIDs), lockDead: f(sqlLockDead),
 		markResubmit: f(sqlMarkResubmit), insertMessage: f(sqlInsertMessage),
