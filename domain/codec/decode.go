@@ -94,8 +94,14 @@ func decodeMetadata(data []byte) (domain.Metadata, string, error) {
 	if t := bytes.TrimSpace(data); len(t) == 0 || string(t) == "null" {
 		return domain.Metadata{SchemaVersion: 1}, "", nil
 	}
-	var m domain.Metadata
-	ignored, err := readObject(data, &m, metadataRequired)
+	m, fast := fastMetadata(data)
+	var (
+		ignored string
+		err     error
+	)
+	if !fast {
+		ignored, err = readObject(data, &m, metadataRequired)
+	}
 	switch {
 	case err != nil:
 		return domain.Metadata{}, "", fmt.Errorf("metadata: %w: %w", ErrMalformed, err)
