@@ -14,20 +14,27 @@ import (
 	"opledger/eventstore/postgres/pgtest"
 )
 
+// newInternalQueue is a queue of worker "w" on a fresh transport schema.
+func newInternalQueue(t *testing.T) (*pgxpool.Pool, string, *Queue) {
+	t.Helper()
+	url, schema := pgtest.Schema(t)
+	pool, err := pgxpool.New(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pgstate.Migrate(t.Context(), pool, schema)
+	require.NoError(t, err)
+	q, err := New(Config{DB: pool, Schema: schema, WorkerID: "w"})
+	require.NoError(t, err)
+	return pool, schema, q
+}
+
 // TestAckBatchKeepsEachResult: acknowledgements sharing one statement each
 // get their own answer: the message whose claim was taken over (its attempt
 // moved on) is not acknowledged and gets ErrClaimLost, the others are.
 func TestAckBatchKeepsEachResult(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url, schema := pgtest.Schema(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = pgstate.Migrate(ctx, pool, schema)
-	require.NoError(t, err)
-	q, err := New(Config{DB: pool, Schema: schema, WorkerID: "w"})
-	require.NoError(t, err)
+	pool, schema, q := newInternalQueue(t)
 	var msgs []transport.Outbound
 	for _, id := range []string{"MSG-1", "MSG-2", "MSG-3"} {
 		msgs = append(msgs, transport.Outbound{Topic: transport.TopicRefundRequests, MessageID: id, Key: id, Value: []byte(`{}`)})
@@ -68,14 +75,7 @@ func TestAckBatchKeepsEachResult(t *testing.T) {
 func TestAClaimCarriesTheAcknowledgements(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url, schema := pgtest.Schema(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = pgstate.Migrate(ctx, pool, schema)
-	require.NoError(t, err)
-	q, err := New(Config{DB: pool, Schema: schema, WorkerID: "w"})
-	require.NoError(t, err)
+	pool, schema, q := newInternalQueue(t)
 	table := pgx.Identifier{schema, "messages"}.Sanitize()
 	var msgs []transport.Outbound
 	for _, m := range [][2]string{{"MSG-1", "A"}, {"MSG-2", "B"}, {"MSG-3", "C"}, {"MSG-4", "A"}} {

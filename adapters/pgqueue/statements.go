@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -26,40 +27,9 @@ ON CONFLICT (topic, message_id) DO NOTHING`
 	sqlClaim = `WITH ` + claimCandidate + `, ` + claimJudged + `
 ` + claimUpdate
 
-	// sqlClaimAcking is sqlClaim acknowledging, in the same statement, rows
-	// $7 each under its claim's attempt ($8), as sqlAckBatch does: one
-	// commit for both. The claim skips those rows (a row updated twice by
-	// one statement keeps one of the two updates, unpredictably), and its
-	// snapshot is the statement's, taken before the acknowledgements: a
-	// key whose message is acknowledged here still has a ready row in it,
-	// so the key's next message is handed out by the next claim, not this
-	// one. It returns the claimed rows (state 'ready' or 'dead') and one
-	// row per acknowledged id (state 'acked', the other columns empty).
-	sqlClaimAcking = `WITH acked AS (
-    UPDATE %[1]s.messages m SET state = 'acked', settled_at = now(), last_error = NULL
-    FROM unnest($7::bigint[], $8::int[]) AS a(id, attempts)
-    WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'
-    RETURNING m.id
-), ` + claimCandidateSkipping + `, ` + claimJudged + `, claimed AS (
-` + claimUpdate + `
-)
-SELECT * FROM claimed
-UNION ALL
-SELECT id, '', '', ''::bytea, '{}'::jsonb, 0, 0, 'acked' FROM acked`
-
 	claimCandidate = `candidate AS (
     SELECT m.id FROM %[1]s.messages m
     WHERE m.topic = $1 AND m.state = 'ready' AND m.visible_at <= now()
-      AND NOT EXISTS (
-          SELECT 1 FROM %[1]s.messages e
-          WHERE e.topic = m.topic AND e.key = m.key AND e.state = 'ready' AND e.id < m.id)
-    ORDER BY m.id
-    LIMIT $2
-    FOR UPDATE OF m SKIP LOCKED
-)`
-	claimCandidateSkipping = `candidate AS (
-    SELECT m.id FROM %[1]s.messages m
-    WHERE m.topic = $1 AND m.state = 'ready' AND m.visible_at <= now() AND m.id <> ALL($7::bigint[])
       AND NOT EXISTS (
           SELECT 1 FROM %[1]s.messages e
           WHERE e.topic = m.topic AND e.key = m.key AND e.state = 'ready' AND e.id < m.id)
@@ -177,6 +147,33 @@ FROM %[1]s.resubmissions WHERE dead_letter_id = $1 AND NOT EXISTS (SELECT 1 FROM
 	sqlDoneResubmission   = `UPDATE %[1]s.resubmissions SET published = true WHERE dead_letter_id = $1`
 	sqlLookupResubmission = `SELECT dead_letter_id, message_id, resubmitted_by, resubmitted_at, published
 FROM %[1]s.resubmissions WHERE dead_letter_id = ANY($1)`
+)
+
+var (
+	// sqlClaimAcking is sqlClaim acknowledging, in the same statement, rows
+	// $7 each under its claim's attempt ($8), as sqlAckBatch does: one
+	// commit for both. The claim skips those rows (a row updated twice by
+	// one statement keeps one of the two updates, unpredictably), and its
+	// snapshot is the statement's, taken before the acknowledgements: a
+	// key whose message is acknowledged here still has a ready row in it,
+	// so the key's next message is handed out by the next claim, not this
+	// one. It returns the claimed rows (state 'ready' or 'dead') and one
+	// row per acknowledged id (state 'acked', the other columns empty).
+	sqlClaimAcking = `WITH acked AS (
+    UPDATE %[1]s.messages m SET state = 'acked', settled_at = now(), last_error = NULL
+    FROM unnest($7::bigint[], $8::int[]) AS a(id, attempts)
+    WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'
+    RETURNING m.id
+), ` + claimCandidateSkipping + `, ` + claimJudged + `, claimed AS (
+` + claimUpdate + `
+)
+SELECT * FROM claimed
+UNION ALL
+SELECT id, '', '', ''::bytea, '{}'::jsonb, 0, 0, 'acked' FROM acked`
+
+	// claimCandidateSkipping is claimCandidate skipping the rows $7 (those
+	// the statement acknowledges).
+	claimCandidateSkipping = strings.Replace(claimCandidate, "m.visible_at <= now()", "m.visible_at <= now() AND m.id <> ALL($7::bigint[])", 1)
 )
 
 // statements holds the SQL above for one schema.
