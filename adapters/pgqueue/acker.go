@@ -103,8 +103,8 @@ func (a *acker) take() []*pendingAck {
 
 // requeue puts batch back at the head of the queue, for the loop's own
 // statement: a claim that carried it failed, so its acknowledgements may
-// not have run (when they did, running them again finds each row settled:
-// ErrClaimLost, logged).
+// not have run (when they did, running them again answers them as
+// acknowledged: an acknowledgement is idempotent under its claim).
 func (a *acker) requeue(batch []*pendingAck) {
 	if len(batch) == 0 {
 		return

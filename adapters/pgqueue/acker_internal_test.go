@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -120,4 +121,50 @@ func TestAClaimCarriesTheAcknowledgements(t *testing.T) {
 	_, err = pgx.ForEachRow(rows, []any{&id, &state}, func() error { states[id] = state; return nil })
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"MSG-1": "acked", "MSG-2": "ready", "MSG-3": "acked", "MSG-4": "ready"}, states)
+}
+
+// TestAnAcknowledgementRunAgainIsAnswered: an acknowledgement run again
+// under the same claim (its answer was lost: a claim that carried it
+// failed, or a settle tried again) is answered as acknowledged, the row's
+// settled_at kept; under a claim taken over it is still ErrClaimLost.
+func TestAnAcknowledgementRunAgainIsAnswered(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, schema, q := newInternalQueue(t)
+	table := pgx.Identifier{schema, "messages"}.Sanitize()
+	require.NoError(t, q.Publish(ctx, []transport.Outbound{
+		{Topic: transport.TopicRefundRequests, MessageID: "MSG-1", Key: "A", Value: []byte(`{}`)},
+		{Topic: transport.TopicRefundRequests, MessageID: "MSG-2", Key: "B", Value: []byte(`{}`)},
+	}))
+	claimed, err := q.Claim(ctx, "w", 2)
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	a := &acker{q: q}
+	once := []*pendingAck{{c: claimed[0], done: make(chan error, 1)}}
+	_, acked, err := q.claim(ctx, "w", 1, once)
+	require.NoError(t, err)
+	require.Equal(t, []int64{claimed[0].ID}, acked)
+	var settled time.Time
+	require.NoError(t, pool.QueryRow(ctx, "SELECT settled_at FROM "+table+" WHERE id = $1", claimed[0].ID).Scan(&settled))
+
+	// The claim's answer was lost: its acknowledgement runs again, alone.
+	again := []*pendingAck{{c: claimed[0], done: make(chan error, 1)}}
+	a.run(context.WithoutCancel(ctx), again)
+	require.NoError(t, <-again[0].done)
+	require.NoError(t, q.Settle(ctx, claimed[0], transport.Disposition{Action: transport.ActionAck}))
+	var kept time.Time
+	require.NoError(t, pool.QueryRow(ctx, "SELECT settled_at FROM "+table+" WHERE id = $1", claimed[0].ID).Scan(&kept))
+	require.True(t, settled.Equal(kept), "settled_at kept: %s, then %s", settled, kept)
+
+	// Acknowledged under the next claim (the first one's timeout passed and
+	// it was handed out again): the first claim's acknowledgement is refused.
+	_, err = pool.Exec(ctx, "UPDATE "+table+" SET attempts = attempts + 1 WHERE id = $1", claimed[1].ID)
+	require.NoError(t, err)
+	taken := claimed[1]
+	taken.Attempt++
+	require.NoError(t, q.Settle(ctx, taken, transport.Disposition{Action: transport.ActionAck}))
+	late := []*pendingAck{{c: claimed[1], done: make(chan error, 1)}}
+	a.run(context.WithoutCancel(ctx), late)
+	require.ErrorIs(t, <-late[0].done, ErrClaimLost)
+	require.ErrorIs(t, q.Settle(ctx, claimed[1], transport.Disposition{Action: transport.ActionAck}), ErrClaimLost)
 }

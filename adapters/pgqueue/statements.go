@@ -58,13 +58,19 @@ ON CONFLICT (topic, message_id) DO NOTHING`
 FROM judged j WHERE m.id = j.id
 RETURNING m.id, m.message_id, m.key, m.value, m.headers, m.attempts, m.uncounted, m.state`
 
-	sqlAck = `UPDATE %[1]s.messages SET state = 'acked', settled_at = now(), last_error = NULL
-WHERE id = $1 AND attempts = $2 AND state = 'ready'`
+	// sqlAck acknowledges row $1 under its claim's attempt ($2). An
+	// acknowledgement is idempotent under its claim: a row already
+	// acknowledged under the same attempt (an acknowledgement whose answer
+	// was lost, run again) is acknowledged, its settled_at kept.
+	sqlAck = `UPDATE %[1]s.messages SET state = 'acked', settled_at = CASE WHEN state = 'acked' THEN settled_at ELSE now() END,
+    last_error = NULL
+WHERE id = $1 AND attempts = $2 AND state IN ('ready', 'acked')`
 	// sqlAckBatch acknowledges rows ($1) each under its claim's attempt
-	// ($2) and returns the ids acknowledged.
-	sqlAckBatch = `UPDATE %[1]s.messages m SET state = 'acked', settled_at = now(), last_error = NULL
+	// ($2), as sqlAck does, and returns the ids acknowledged.
+	sqlAckBatch = `UPDATE %[1]s.messages m SET state = 'acked', settled_at = CASE WHEN m.state = 'acked' THEN m.settled_at ELSE now() END,
+    last_error = NULL
 FROM unnest($1::bigint[], $2::int[]) AS a(id, attempts)
-WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'
+WHERE m.id = a.id AND m.attempts = a.attempts AND m.state IN ('ready', 'acked')
 RETURNING m.id`
 	// sqlRelease gives back rows ($1) claimed ahead and never handled, each
 	// under its claim's attempt ($2): visible at once, the claim uncounted.
@@ -151,7 +157,7 @@ FROM %[1]s.resubmissions WHERE dead_letter_id = ANY($1)`
 
 var (
 	// sqlClaimAcking is sqlClaim acknowledging, in the same statement, rows
-	// $7 each under its claim's attempt ($8), as sqlAckBatch does: one
+	// $7 each under its claim's attempt ($8) by sqlAckBatch: one
 	// commit for both. The claim skips those rows (a row updated twice by
 	// one statement keeps one of the two updates, unpredictably), and its
 	// snapshot is the statement's, taken before the acknowledgements: a
@@ -160,10 +166,7 @@ var (
 	// one. It returns the claimed rows (state 'ready' or 'dead') and one
 	// row per acknowledged id (state 'acked', the other columns empty).
 	sqlClaimAcking = `WITH acked AS (
-    UPDATE %[1]s.messages m SET state = 'acked', settled_at = now(), last_error = NULL
-    FROM unnest($7::bigint[], $8::int[]) AS a(id, attempts)
-    WHERE m.id = a.id AND m.attempts = a.attempts AND m.state = 'ready'
-    RETURNING m.id
+` + strings.NewReplacer("$1::", "$7::", "$2::", "$8::").Replace(sqlAckBatch) + `
 ), ` + claimCandidateSkipping + `, ` + claimJudged + `, claimed AS (
 ` + claimUpdate + `
 )
