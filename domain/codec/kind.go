@@ -65,12 +65,12 @@ type Step struct {
 func Event[T domain.Event](doc string, history ...Step) Kind {
 	var zero T
 	required := requiredMembers(reflect.TypeFor[T]())
+	fast := newFastPlan(reflect.TypeFor[T]())
 	return Kind{
 		Type: zero.EventType(), Doc: doc, Current: len(history) + 1, Write: len(history) + 1,
 		GoType: reflect.TypeFor[T](), steps: history,
 		decodeCurrent: func(data []byte) (domain.Event, string, error) {
-			var v T
-			ignored, err := readObject(data, &v, required)
+			v, ignored, err := readPayload[T](data, fast, required)
 			return v, ignored, err
 		},
 		encodeCurrent: func(e domain.Event) ([]byte, error) { return json.Marshal(e.(T)) },
@@ -83,11 +83,11 @@ func Event[T domain.Event](doc string, history ...Step) Kind {
 // then refused, never guessed.
 func Upcast[From, To any](up func(From) (To, error)) Step {
 	required := requiredMembers(reflect.TypeFor[From]())
+	fast := newFastPlan(reflect.TypeFor[From]())
 	return Step{
 		from: reflect.TypeFor[From](), to: reflect.TypeFor[To](),
 		decode: func(data []byte) (any, string, error) {
-			var v From
-			ignored, err := readObject(data, &v, required)
+			v, ignored, err := readPayload[From](data, fast, required)
 			return v, ignored, err
 		},
 		encode: func(v any) ([]byte, error) { return json.Marshal(v.(From)) },

@@ -111,7 +111,14 @@ func plainString(data []byte, p int) ([]byte, int, bool) {
 	if p >= len(data) || data[p] != '"' {
 		return nil, 0, false
 	}
-	for i := p + 1; i < len(data); i++ {
+	i := p + 1
+	for i < len(data) && !notPlainASCII[data[i]] {
+		i++
+	}
+	if i < len(data) && data[i] == '"' {
+		return data[p+1 : i], i + 1, true
+	}
+	for ; i < len(data); i++ {
 		switch c := data[i]; {
 		case c == '"':
 			s := data[p+1 : i]
@@ -122,6 +129,16 @@ func plainString(data []byte, p int) ([]byte, int, bool) {
 	}
 	return nil, 0, false
 }
+
+// notPlainASCII marks the bytes plainString's first loop stops at: the
+// quote, the backslash, control characters and every byte of a multi-byte
+// UTF-8 sequence.
+var notPlainASCII = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf
+	}
+	return t
+}()
 
 // plainInt reads the JSON number at p when it is an integer of at most nine
 // digits: 0, or an optional minus and a digit 1-9 and up to eight more. A
@@ -199,5 +216,10 @@ func utcTime(s []byte) (time.Time, bool) {
 
 // daysIn is the number of days of month in year (proleptic Gregorian).
 func daysIn(month time.Month, year int) int {
-	return time.Date(year, month+1, 0, 0, 0, 0, 0, time.UTC).Day()
+	if month == time.February && year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+		return 29
+	}
+	return int(monthDays[month-1])
 }
+
+var monthDays = [12]uint8{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
