@@ -92,11 +92,18 @@ func (s *Store) ReadHeads(ctx context.Context, after string, limit int) ([]event
 }
 
 // firstCapacity is how many events collectEvents makes room for at its
-// first row; more grow the slice as append does. A read that finds nothing
-// (a relay or projector polling the log's end, a hundred times a second)
-// allocates nothing, and a short one little: room for up to 1,000 events
-// up front (about 200 KB) was the largest allocation of a serve under load.
-const firstCapacity = 64
+// first row. A read that finds nothing (a relay or projector polling the
+// log's end, a hundred times a second) allocates nothing, and a short one
+// little: room for up to 1,000 events up front (about 200 KB) was the
+// largest allocation of a serve under load. A read that fills it is a page
+// of a bulk reader (the projector, audit verify): the slice then grows at
+// once to the limit, up to bulkCapacity, instead of doubling through every
+// size between (which allocated and copied the page about twice over);
+// past bulkCapacity it grows as append does.
+const (
+	firstCapacity = 64
+	bulkCapacity  = 8192
+)
 
 // collectEvents scans rows of eventColumns, at most limit of them.
 func collectEvents(rows pgx.Rows, limit int) ([]eventstore.RecordedEvent, error) {
@@ -110,8 +117,11 @@ func collectEvents(rows pgx.Rows, limit int) ([]eventstore.RecordedEvent, error)
 		e.ID = id
 		e.Position = p
 		e.RecordedAt = e.RecordedAt.UTC()
-		if events == nil {
+		switch {
+		case events == nil:
 			events = make([]eventstore.RecordedEvent, 0, max(1, min(limit, firstCapacity)))
+		case len(events) == firstCapacity && cap(events) == firstCapacity && limit > firstCapacity:
+			events = append(make([]eventstore.RecordedEvent, 0, min(limit, bulkCapacity)), events...)
 		}
 		events = append(events, e)
 		e.Data, e.Metadata, e.PrevHash, e.Hash = nil, nil, nil, nil // fresh slices for the next row
