@@ -130,10 +130,30 @@ func readAhead(ctx context.Context, store eventstore.Store, after, to eventstore
 	return out, func() { cancel(); wg.Wait() }
 }
 
+// decodedPages recycles the decoded halves of pages their reader released
+// (logPage.release): a verify of a long log prepares every page into one of
+// the few slices in flight rather than a fresh one.
+var decodedPages sync.Pool
+
+// release hands p's decoded slice back for a later page once its reader
+// has checked every event of it; the page is not read after.
+func (p *logPage) release() {
+	if d := p.decoded; d != nil {
+		p.decoded = nil
+		clear(d)
+		decodedPages.Put(&d)
+	}
+}
+
 // decodeAll prepares a page on up to workers goroutines, each a contiguous
 // share.
 func decodeAll(batch []eventstore.RecordedEvent, workers int, prep prepare) []decodedEvent {
-	out := make([]decodedEvent, len(batch))
+	var out []decodedEvent
+	if reused, ok := decodedPages.Get().(*[]decodedEvent); ok && cap(*reused) >= len(batch) {
+		out = (*reused)[:len(batch)]
+	} else {
+		out = make([]decodedEvent, len(batch))
+	}
 	const minShare = 64 // below it a goroutine costs more than it saves
 	workers = max(1, min(workers, len(batch)/minShare))
 	share := (len(batch) + workers - 1) / workers

@@ -64,13 +64,17 @@ func (v *verifier) check(ctx context.Context, rec *eventstore.RecordedEvent, d d
 		v.report.OtherEvents++
 		return nil
 	}
-	st := v.ops[op.StreamName()]
+	name := rec.StreamID // the operation's stream: op.StreamName()
+	if isEvidence {
+		name = op.StreamName()
+	}
+	st := v.ops[name]
 	if st == nil {
 		if len(v.ops) >= v.opts.MaxOperations {
 			return fmt.Errorf("verify: %w: more than %d operations (MaxOperations) at %s: verify a narrower range", ErrLimitExceeded, v.opts.MaxOperations, rec.Position)
 		}
 		st = newOperationState()
-		v.ops[op.StreamName()] = st
+		v.ops[name] = st
 		v.report.Operations++
 		if v.opts.From != nil && (isEvidence || rec.Version > 0) {
 			if err := v.primeOperation(ctx, op, st); err != nil {

@@ -148,6 +148,7 @@ func Verify(ctx context.Context, store eventstore.Store, opts VerifyOptions) (Re
 				return v.partial(), err
 			}
 		}
+		p.release()
 	}
 	if err := ctx.Err(); err != nil { // the reading stopped because ctx ended
 		return v.partial(), fmt.Errorf("verify: %w", err)
