@@ -23,7 +23,14 @@
 //   - A writer writes Kind.Write, which a release raises only after a
 //     release that reads the new version is everywhere: readers first.
 //
-// Decoding parses the metadata and the payload of an event once each, with
+// Decoding parses the metadata and the payload of an event once each. What
+// is in the shape this build's writers and PostgreSQL's jsonb give it (known
+// members once, strings without escapes, small integers, UTC times: nearly
+// every stored event) is read by a parser of that shape alone
+// (metadata_fast.go; payload_fast.go, a plan per registered struct built
+// once), which reads exactly what the strict decoder reads, as the fuzz tests
+// FuzzFastMetadataAgreesWithReadObject and
+// FuzzFastPayloadAgreesWithReadObject check. Everything else goes to
 // github.com/go-json-experiment/json (encoding/json/v2's semantics): a
 // strict first pass, and only when that meets an unknown member a tolerant
 // second one; only a refused event is read again, by domain/strictjson, to
