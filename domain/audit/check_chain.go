@@ -68,7 +68,14 @@ func newChainChecker(v *verifier) *chainChecker {
 // check checks one event of the range. suspect reports whether the event
 // itself shows a break (the digest check uses it to narrow a departure).
 func (c *chainChecker) check(ctx context.Context, rec *eventstore.RecordedEvent, d decodedEvent) (suspect bool, err error) {
-	st := c.streams[rec.StreamID]
+	slot := c.slotOf(rec)
+	var st *chainState
+	if slot != nil {
+		st = *slot
+	}
+	if st == nil {
+		st = c.streams[rec.StreamID]
+	}
 	if st == nil {
 		if len(c.streams) >= c.v.opts.MaxOperations {
 			return false, fmt.Errorf("verify: %w: more than %d streams (MaxOperations) at %s: verify a narrower range", ErrLimitExceeded, c.v.opts.MaxOperations, rec.Position)
@@ -81,6 +88,9 @@ func (c *chainChecker) check(ctx context.Context, rec *eventstore.RecordedEvent,
 				return false, err
 			}
 		}
+	}
+	if slot != nil {
+		*slot = st
 	}
 	defer func() { st.version = max(st.version, rec.Version) }()
 	emit := func(inv Invariant, format string, args ...any) {
@@ -129,6 +139,20 @@ func (c *chainChecker) check(ctx context.Context, rec *eventstore.RecordedEvent,
 	}
 	st.began, st.link = true, r.Stored
 	return suspect, nil
+}
+
+// slotOf returns where the operation state the verifier just checked rec
+// through keeps rec's stream's chain state, or nil when rec is not the
+// event the verifier checked last or is of no operation.
+func (c *chainChecker) slotOf(rec *eventstore.RecordedEvent) **chainState {
+	v := c.v
+	if v.checked != rec || v.checkedOp == nil {
+		return nil
+	}
+	if v.checkedEvidence {
+		return &v.checkedOp.chains[1]
+	}
+	return &v.checkedOp.chains[0]
 }
 
 // prime sets a stream first met after From from its event at version

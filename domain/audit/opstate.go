@@ -175,6 +175,10 @@ type operationState struct {
 	decided      bool
 	// evidence is the operation's evidence stream, once met.
 	evidence *evidenceStream
+	// chains are the chain check's states of the operation's stream and of
+	// its evidence stream (chainChecker.streams holds them too), once met:
+	// an event's chain state found without a second lookup by stream name.
+	chains [2]*chainState
 }
 
 func newOperationState() *operationState { return &operationState{version: -1, effect: refundPolicy} }

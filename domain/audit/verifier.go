@@ -28,6 +28,13 @@ type verifier struct {
 	// unhandled counts events of a type apply has no case for (Checks).
 	unhandled int64
 
+	// checked is the event check last took through an operation's state,
+	// that state and whether the event is of its evidence stream: the chain
+	// check of the same event finds its chain state there (chainOf).
+	checked         *eventstore.RecordedEvent
+	checkedOp       *operationState
+	checkedEvidence bool
+
 	// The event being checked.
 	rec    *eventstore.RecordedEvent
 	meta   domain.Metadata
@@ -48,6 +55,7 @@ func newVerifier(store eventstore.Store, opts VerifyOptions) *verifier {
 func (v *verifier) check(ctx context.Context, rec *eventstore.RecordedEvent, d decodedEvent) error {
 	v.report.Events++
 	v.last = rec.Position
+	v.checked, v.checkedOp = nil, nil
 	if d.ignored != "" {
 		v.ignoredMember(rec, d.ignored)
 	}
@@ -82,6 +90,7 @@ func (v *verifier) check(ctx context.Context, rec *eventstore.RecordedEvent, d d
 			}
 		}
 	}
+	v.checked, v.checkedOp, v.checkedEvidence = rec, st, isEvidence
 	if isEvidence {
 		if err := v.operationEvidence(ctx, rec, d, op, st); err != nil {
 			return err
