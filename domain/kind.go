@@ -1,6 +1,9 @@
 package domain
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // OperationKind names what an operation's effect is. A kind declares its
 // effect policy (EffectPolicy): how many times authority may be used, and
@@ -103,7 +106,7 @@ func ParseOperationKind(s string) (OperationKind, error) {
 // kind: <prefix>-<OperationId>-a<attempt> (for refunds, IdempotencyKeyFor).
 // A decision records it.
 func (p EffectPolicy) AttemptKey(op OperationID, attempt int) IdempotencyKey {
-	return IdempotencyKey(fmt.Sprintf("%s-%s-a%d", p.KeyPrefix, op, attempt))
+	return IdempotencyKey(p.KeyPrefix + "-" + string(op) + "-a" + strconv.Itoa(attempt))
 }
 
 // UseKey derives the provider key of one use from its attempt's key: the
@@ -115,7 +118,7 @@ func (p EffectPolicy) UseKey(attemptKey IdempotencyKey, use int) IdempotencyKey 
 	if !p.Repeats {
 		return attemptKey
 	}
-	return IdempotencyKey(fmt.Sprintf("%s-u%d", attemptKey, use))
+	return IdempotencyKey(string(attemptKey) + "-u" + strconv.Itoa(use))
 }
 
 // Blocks reports whether an execution in state s keeps a new one of this
