@@ -30,7 +30,7 @@ type verifier struct {
 
 	// checked is the event check last took through an operation's state,
 	// that state and whether the event is of its evidence stream: the chain
-	// check of the same event finds its chain state there (chainOf).
+	// check of the same event finds its chain state there (chainChecker.slotOf).
 	checked         *eventstore.RecordedEvent
 	checkedOp       *operationState
 	checkedEvidence bool
