@@ -72,22 +72,35 @@ func fastMetadata(data []byte) (domain.Metadata, bool) {
 			return domain.Metadata{}, false
 		}
 		seen |= bit
-		p = skipSpace(data, q)
-		if p >= len(data) {
+		var more bool
+		if p, more, ok = afterValue(data, q, '}'); !ok {
 			return domain.Metadata{}, false
 		}
-		switch data[p] {
-		case ',':
-			p = skipSpace(data, p+1)
-			continue
-		case '}':
-			if skipSpace(data, p+1) != len(data) {
+		if !more {
+			if skipSpace(data, p) != len(data) {
 				return domain.Metadata{}, false
 			}
 			return m, true
 		}
-		return domain.Metadata{}, false
 	}
+}
+
+// afterValue reads what follows a member or an element at p: a comma, and
+// then more follows (next is the index after the comma and the whitespace
+// after it); or close, which ends the object or array (next is the index
+// after it). Anything else: ok is false.
+func afterValue(data []byte, p int, close byte) (next int, more, ok bool) {
+	p = skipSpace(data, p)
+	if p >= len(data) {
+		return 0, false, false
+	}
+	switch data[p] {
+	case ',':
+		return skipSpace(data, p+1), true, true
+	case close:
+		return p + 1, false, true
+	}
+	return 0, false, false
 }
 
 // skipSpace returns the index of the first byte at or after p that is not

@@ -178,18 +178,10 @@ func (p *fastPlan) object(data []byte, at int, v reflect.Value) (int, bool) {
 		if at, ok = p.fields[i].value(data, skipSpace(data, at+1), v.Field(p.fields[i].index)); !ok {
 			return 0, false
 		}
-		at = skipSpace(data, at)
-		if at >= len(data) {
-			return 0, false
+		var more bool
+		if at, more, ok = afterValue(data, at, '}'); !ok || !more {
+			return at, ok
 		}
-		switch data[at] {
-		case ',':
-			at = skipSpace(data, at+1)
-			continue
-		case '}':
-			return at + 1, true
-		}
-		return 0, false
 	}
 }
 
@@ -274,19 +266,13 @@ func readStrings(data []byte, at int, fv reflect.Value) (int, bool) {
 		}
 		elem.SetString(string(s))
 		out = reflect.Append(out, elem)
-		at = skipSpace(data, q)
-		if at >= len(data) {
-			return 0, false
+		var more bool
+		if at, more, ok = afterValue(data, q, ']'); !ok || !more {
+			if ok {
+				fv.Set(out)
+			}
+			return at, ok
 		}
-		switch data[at] {
-		case ',':
-			at = skipSpace(data, at+1)
-			continue
-		case ']':
-			fv.Set(out)
-			return at + 1, true
-		}
-		return 0, false
 	}
 }
 
