@@ -55,3 +55,21 @@ func checksOf(vs []Violation) []string {
 	}
 	return out
 }
+
+// TestASummaryOfRefusalsMadeBeforeAClockLeap: a hostile flood's refusals
+// stamped before the clock leapt a day are counted, past the bound, in the
+// window the evidence stream keeps after the leap (domain.EvidenceLog.Admit
+// counts a refusal whose own window is not kept in a kept one), and audit
+// verify accepts the summary holding them outside its window. The schedule
+// is CI's sweep seed 5696073087888394710, schedule 982, shrunk; audit
+// verify refused it (I14) before it applied the ledger's rule.
+func TestASummaryOfRefusalsMadeBeforeAClockLeap(t *testing.T) {
+	spec, err := ParseSpec("s1.49096abb65033edb.o4.n160.f567bf3c591.k16,19,34,35,36,37,38,39,40")
+	require.NoError(t, err)
+	res, err := Run(t.Context(), spec, Options{Timeline: true})
+	require.NoError(t, err)
+	tl := strings.Join(res.Timeline, "\n")
+	require.Contains(t, tl, "hostile flood #1 on OP-2")
+	require.Contains(t, tl, "the clock leaps 27h32m28.417239731s")
+	require.Empty(t, res.Violations)
+}

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"time"
 
 	"opledger/domain"
 	"opledger/eventstore"
@@ -210,10 +211,21 @@ func (v *verifier) summarized(ev domain.RefusalsSummarized, log *domain.Evidence
 	if len(ev.Principals) > domain.MaxSummaryPrincipals || int64(len(ev.Samples)) > min(ev.Count, domain.MaxSummarySamples) {
 		v.emit(I14EvidenceBounded, nil, "summary names %d principals and keeps %d samples (at most %d and %d)", len(ev.Principals), len(ev.Samples), domain.MaxSummaryPrincipals, domain.MaxSummarySamples)
 	}
-	if ev.LastAt.Before(ev.FirstAt) || ev.FirstAt.Before(ev.WindowStart) || !ev.LastAt.Before(ev.WindowEnd) {
+	key := domain.EvidenceKey{Scope: ev.Scope, ID: ev.ScopeID}
+	// A refusal counts in its own window, or, when that window is not one
+	// the stream keeps (a clock that went back or leapt, a batch recorded
+	// late), in a kept one (domain.EvidenceLog.Admit): a summary may hold
+	// such a refusal outside its window, never one of another kept window.
+	counted := func(t time.Time) bool {
+		if !t.Before(ev.WindowStart) && t.Before(ev.WindowEnd) {
+			return true
+		}
+		_, _, kept := log.Recorded(key, b.WindowOf(t))
+		return !kept
+	}
+	if ev.LastAt.Before(ev.FirstAt) || !counted(ev.FirstAt) || !counted(ev.LastAt) {
 		v.emit(I14EvidenceBounded, nil, "summary's refusals from %s to %s are not within its window %s to %s", stamp(ev.FirstAt), stamp(ev.LastAt), stamp(ev.WindowStart), stamp(ev.WindowEnd))
 	}
-	key := domain.EvidenceKey{Scope: ev.Scope, ID: ev.ScopeID}
 	perKey, total, _ := log.Recorded(key, ev.WindowStart)
 	switch past, kept := log.PastBound(key, ev.WindowStart); {
 	case !kept:

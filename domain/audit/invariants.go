@@ -68,7 +68,9 @@ var (
 	// one only while its key and its stream are within the bound of its
 	// window (domain.EvidenceBound), and a summary counts refusals only past
 	// it, its reasons and principals adding up to its count, its samples
-	// and principals within their bounds, its times within its window.
+	// and principals within their bounds, its times within its window (or
+	// in a window the stream does not keep: a late refusal, which the
+	// ledger counts in a kept one).
 	I14EvidenceBounded = Invariant{"I14", "evidence-bounded-and-counted"}
 
 	// S1: each stream's versions are 0, 1, 2, ... with no gap or repeat.
