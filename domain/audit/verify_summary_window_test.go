@@ -10,8 +10,6 @@ import (
 
 	"opledger/domain"
 	"opledger/domain/audit"
-	"opledger/domain/codec"
-	"opledger/eventstore"
 	"opledger/eventstore/memory"
 )
 
@@ -37,18 +35,11 @@ func TestASummaryHoldsLateRefusalsOnlyFromWindowsNotKept(t *testing.T) {
 	notWithin := func(events ...domain.Event) []audit.Violation {
 		t.Helper()
 		store := memory.New(nil)
-		var data []eventstore.EventData
-		for i, e := range events {
-			d, err := codec.EncodeEvent(fmt.Sprintf("0190d6a2-7c1e-7000-8000-%012d", i), e, domain.Metadata{Actor: "test", RecordedAt: w1})
-			require.NoError(t, err)
-			data = append(data, d)
-		}
-		_, err := store.Append(t.Context(), stream, eventstore.NoStream(), data)
-		require.NoError(t, err)
-		rep, err := audit.Verify(t.Context(), store, audit.VerifyOptions{EvidenceBound: bound})
-		require.NoError(t, err)
+		h := newHistory(t, store, "")
+		h.stream = stream // the history's helpers, on an unattributed evidence stream
+		h.add(events...)
 		var out []audit.Violation
-		for _, v := range rep.Violations {
+		for _, v := range verify(t, store, int64(len(events)), audit.VerifyOptions{EvidenceBound: bound}).Violations {
 			if v.Invariant == "I14" && strings.Contains(v.Message, "not within its window") {
 				out = append(out, v)
 			}
