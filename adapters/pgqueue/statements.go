@@ -30,9 +30,9 @@ ON CONFLICT (topic, message_id) DO NOTHING`
 	claimCandidate = `candidate AS (
     SELECT m.id FROM %[1]s.messages m
     WHERE m.topic = $1 AND m.state = 'ready' AND m.visible_at <= now()
-      AND NOT EXISTS (
-          SELECT 1 FROM %[1]s.messages e
-          WHERE e.topic = m.topic AND e.key = m.key AND e.state = 'ready' AND e.id < m.id)
+      AND m.id = (
+          SELECT min(e.id) FROM %[1]s.messages e
+          WHERE e.topic = m.topic AND e.key = m.key AND e.state = 'ready')
     ORDER BY m.id
     LIMIT $2
     FOR UPDATE OF m SKIP LOCKED
