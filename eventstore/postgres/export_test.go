@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/jackc/pgx/v5"
 
@@ -122,4 +123,24 @@ func (s *Store) ExplainGenericAppends(ctx context.Context) (batch, fenced string
 // QueuedReads is how many stream reads wait for a statement.
 func (s *Store) QueuedReads() int {
 	return s.reads.queued()
+}
+
+// ParamOIDs prepares each of the store's statements on one connection and
+// returns the types PostgreSQL gave their parameters, by statement.
+func (s *Store) ParamOIDs(ctx context.Context) (map[string][]uint32, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	out := map[string][]uint32{}
+	v := reflect.ValueOf(s.sql)
+	for i := range v.NumField() {
+		sd, err := conn.Conn().Prepare(ctx, "", v.Field(i).String())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.Type().Field(i).Name, err)
+		}
+		out[v.Type().Field(i).Name] = sd.ParamOIDs
+	}
+	return out, nil
 }

@@ -4,6 +4,12 @@ import "fmt"
 
 // statements holds the store's SQL, addressed to its schema once at
 // construction so no call builds SQL.
+//
+// Event ids are parameters of type text (text[]) cast to uuid in the
+// statement: pgx encodes a Go string as a uuid only in text format, after
+// trying binary and formatting the failure (the whole array in the error
+// text) on every call; as text they are encoded in binary at once. The
+// store checks each id is a canonical UUID before sending it.
 type statements struct {
 	appendBatch, appendOne     string
 	appendOneFenced            string
@@ -52,7 +58,7 @@ type statements struct {
 //	per append: $2 stream ids, $3 expected versions (-1: no stream),
 //	    $4 event counts, $5 expected head hashes (NULL: none or pre-hashing),
 //	    $6 new head hashes
-//	per event:  $7 append index (1-based), $8 versions, $9 ids (uuid[]),
+//	per event:  $7 append index (1-based), $8 versions, $9 ids (text[]),
 //	    $10 types, $11 data (jsonb[]), $12 metadata (jsonb[]),
 //	    $13 prev hashes, $14 hashes
 //	per append: $15 fenced streams ('' when none), $16 fence versions,
@@ -97,7 +103,7 @@ const (
 ), e AS (
     INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata, prev_hash, event_hash)
     SELECT a.stream_id, u.version, u.id, u.type, u.data, u.metadata, u.prev, u.hash
-    FROM unnest($7::bigint[], $8::bigint[], $9::uuid[], $10::text[], $11::jsonb[], $12::jsonb[], $13::bytea[], $14::bytea[])
+    FROM unnest($7::bigint[], $8::bigint[], $9::text[]::uuid[], $10::text[], $11::jsonb[], $12::jsonb[], $13::bytea[], $14::bytea[])
             WITH ORDINALITY AS u(ai, version, id, type, data, metadata, prev, hash, ord)
         JOIN w ON w.ai = u.ai
         JOIN a ON a.ai = u.ai
@@ -140,7 +146,7 @@ FROM w JOIN a ON a.ai = w.ai`
 ), e AS (
     INSERT INTO %[1]s.events (stream_id, stream_version, event_id, event_type, data, metadata, prev_hash, event_hash)
     SELECT $2::text, u.version, u.id, u.type, u.data, u.metadata, u.prev, u.hash
-    FROM unnest($7::bigint[], $8::uuid[], $9::text[], $10::jsonb[], $11::jsonb[], $12::bytea[], $13::bytea[])
+    FROM unnest($7::bigint[], $8::text[]::uuid[], $9::text[], $10::jsonb[], $11::jsonb[], $12::bytea[], $13::bytea[])
             WITH ORDINALITY AS u(version, id, type, data, metadata, prev, hash, ord), w
     ORDER BY u.ord
     RETURNING 1
@@ -159,7 +165,7 @@ SELECT 1::bigint, (SELECT count(*) FROM e) FROM w`
 	// fence's version, $16 its event id.
 	appendOneFence = `), f AS (
     SELECT 1 AS held FROM %[1]s.events
-    WHERE stream_id = $14::text AND stream_version = $15::bigint AND event_id = $16::uuid
+    WHERE stream_id = $14::text AND stream_version = $15::bigint AND event_id = $16::text::uuid
 `
 
 	// settleSQL reads, in one snapshot, the stream's version and head hash
@@ -168,11 +174,11 @@ SELECT 1::bigint, (SELECT count(*) FROM e) FROM w`
 	settleSQL = `SELECT s.version, s.head_hash, e.event_id::text, e.stream_version
 FROM (SELECT $1::text AS stream_id) AS k
 LEFT JOIN %[1]s.streams s ON s.stream_id = k.stream_id
-LEFT JOIN %[1]s.events e ON e.stream_id = k.stream_id AND e.event_id = ANY($2::uuid[])`
+LEFT JOIN %[1]s.events e ON e.stream_id = k.stream_id AND e.event_id = ANY($2::text[]::uuid[])`
 
 	// fenceSQL reports whether stream $1 holds event $3 at version $2.
 	fenceSQL = `SELECT EXISTS (SELECT 1 FROM %[1]s.events
-WHERE stream_id = $1::text AND stream_version = $2::bigint AND event_id = $3::uuid)`
+WHERE stream_id = $1::text AND stream_version = $2::bigint AND event_id = $3::text::uuid)`
 
 	eventColumns = `global_position, transaction_id, stream_id, stream_version, event_id::text, event_type, data, metadata, recorded_at, prev_hash, event_hash`
 
