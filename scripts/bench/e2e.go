@@ -38,6 +38,10 @@ func init() {
 	})
 }
 
+// debug is BENCH_DEBUG: print, for each end-to-end sample, its statements
+// by kind, the relays' progress and where its time went (sampleWatch).
+var debug = os.Getenv("BENCH_DEBUG") != ""
+
 // e2eConcurrency is the messages in flight on every path: the Postgres
 // queue's default, as many Kafka partitions, as many goroutines for the
 // worker alone.
@@ -45,25 +49,43 @@ const e2eConcurrency = pgqueue.DefaultConcurrency
 
 // statementCounter counts the statements sent on the pools it traces, and
 // among them the commits: statements that write outside an explicit
-// transaction (each is its own transaction), and COMMITs.
+// transaction (each is its own transaction), and COMMITs. Each statement's
+// text is classified once (the texts are the stores' constants), so that
+// counting costs the figures it counts next to nothing; by kind only under
+// BENCH_DEBUG.
 type statementCounter struct {
 	statements, commits atomic.Int64
+	classes             sync.Map // SQL text -> statementClass
 	mu                  sync.Mutex
 	kinds               map[string]int
 }
 
+// statementClass is what the counter knows of one statement text.
+type statementClass struct {
+	commit bool
+	kind   string // the text's first 60 characters, spaces folded
+}
+
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	c.statements.Add(1)
-	sql := strings.ToUpper(d.SQL)
-	c.mu.Lock()
-	if c.kinds == nil {
-		c.kinds = map[string]int{}
+	v, ok := c.classes.Load(d.SQL)
+	if !ok {
+		sql := strings.ToUpper(d.SQL)
+		k := strings.Join(strings.Fields(d.SQL), " ")
+		v, _ = c.classes.LoadOrStore(d.SQL, statementClass{kind: k[:min(len(k), 60)],
+			commit: strings.HasPrefix(strings.TrimSpace(sql), "COMMIT") || strings.Contains(sql, "INSERT ") || strings.Contains(sql, "UPDATE ") || strings.Contains(sql, "DELETE ")})
 	}
-	k := strings.Join(strings.Fields(d.SQL), " ")
-	c.kinds[k[:min(len(k), 60)]]++
-	c.mu.Unlock()
-	if strings.HasPrefix(strings.TrimSpace(sql), "COMMIT") || strings.Contains(sql, "INSERT ") || strings.Contains(sql, "UPDATE ") || strings.Contains(sql, "DELETE ") {
+	class := v.(statementClass)
+	if class.commit {
 		c.commits.Add(1)
+	}
+	if debug {
+		c.mu.Lock()
+		if c.kinds == nil {
+			c.kinds = map[string]int{}
+		}
+		c.kinds[class.kind]++
+		c.mu.Unlock()
 	}
 	return ctx
 }
@@ -96,17 +118,26 @@ type e2eWorld struct {
 	dispatcher  *transport.Dispatcher // the current sample's (withSim)
 	checks      *pgstate.Checkpoints
 	seq         atomic.Int64
+	watch       atomic.Pointer[sampleWatch] // the current sample's, under BENCH_DEBUG
+}
+
+// startWatch starts watching a sample under BENCH_DEBUG (sampleWatch).
+func (w *e2eWorld) startWatch(ctx context.Context) {
+	if debug {
+		w.watch.Store(watchSample(ctx, w.tpool))
+	}
 }
 
 func newE2EWorld(ctx context.Context, s *settings) (*e2eWorld, error) {
 	w := &e2eWorld{counter: &statementCounter{}, tschema: "bench_e2e_transport"}
-	tracedPool := func(maxConns int32) (*pgxpool.Pool, error) {
+	tracedPool := func(maxConns int32, app string) (*pgxpool.Pool, error) {
 		cfg, err := pgxpool.ParseConfig(s.url)
 		if err != nil {
 			return nil, err
 		}
 		cfg.MaxConns = maxConns
 		cfg.ConnConfig.Tracer = w.counter
+		cfg.ConnConfig.RuntimeParams["application_name"] = app
 		p, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err == nil {
 			w.pools = append(w.pools, p)
@@ -119,15 +150,15 @@ func newE2EWorld(ctx context.Context, s *settings) (*e2eWorld, error) {
 		return nil, err
 	}
 	admin.Close()
-	apiPool, err := tracedPool(10)
+	apiPool, err := tracedPool(10, "api")
 	if err != nil {
 		return nil, err
 	}
-	workerPool, err := tracedPool(10)
+	workerPool, err := tracedPool(10, "worker")
 	if err != nil {
 		return nil, err
 	}
-	if w.tpool, err = tracedPool(10); err != nil {
+	if w.tpool, err = tracedPool(10, "transport"); err != nil {
 		return nil, err
 	}
 	if _, err := pgstate.Migrate(ctx, w.tpool, w.tschema); err != nil {
@@ -223,7 +254,11 @@ func (w *e2eWorld) counting(n int, done chan<- struct{}) transport.HandleFunc {
 	var claimed atomic.Int64
 	dispatcher := w.dispatcher
 	return func(ctx context.Context, in transport.Inbound) transport.Disposition {
+		t0 := time.Now()
 		d := dispatcher.Handle(ctx, in)
+		if watch := w.watch.Load(); watch != nil {
+			watch.handled(time.Since(t0))
+		}
 		if d.Handled && d.Result.Claim.Status == domain.StatusClaimed && d.Result.Recorded != "" {
 			if claimed.Add(1) == int64(n) {
 				close(done)
@@ -291,6 +326,7 @@ func (w *e2eWorld) sample(ctx context.Context, s *settings, n int, start func(ct
 	defer stopSim()
 	done := make(chan struct{})
 	w.counter.reset()
+	w.startWatch(ctx)
 	t0 := time.Now()
 	stop, err := start(ctx, w.counting(n, done))
 	if err != nil {
@@ -299,8 +335,8 @@ func (w *e2eWorld) sample(ctx context.Context, s *settings, n int, start func(ct
 	defer stop()
 	select {
 	case <-done:
-		if os.Getenv("BENCH_DEBUG") != "" {
-			fmt.Fprintf(os.Stderr, "drained %d in %s\n", n, time.Since(t0))
+		if debug {
+			w.watch.Load().report(ctx, "drained", n)
 			w.counter.mu.Lock()
 			for k, v := range w.counter.kinds {
 				fmt.Fprintf(os.Stderr, "%6d %s\n", v, k)
@@ -340,6 +376,7 @@ func (w *e2eWorld) alone(ctx context.Context, s *settings, n int) (float64, erro
 	done := make(chan struct{})
 	handle := w.counting(n, done)
 	w.counter.reset()
+	w.startWatch(ctx)
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for range e2eConcurrency {
@@ -354,6 +391,9 @@ func (w *e2eWorld) alone(ctx context.Context, s *settings, n int) (float64, erro
 	case <-done:
 	default:
 		return 0, errors.New("the worker alone did not claim every refund")
+	}
+	if debug {
+		w.watch.Load().report(ctx, "alone", n)
 	}
 	return float64(n) / time.Since(t0).Seconds(), nil
 }
@@ -432,7 +472,7 @@ func runEndToEnd(ctx context.Context, s *settings, emit func(figure)) error {
 			func(ctx context.Context) (float64, error) {
 				rate, err := w.sample(ctx, s, s.backlog, func(ctx context.Context, handle transport.HandleFunc) (func(), error) {
 					stopRelay := goRun(ctx, relay.Run)
-					if os.Getenv("BENCH_DEBUG") != "" {
+					if debug {
 						t0, p0 := time.Now(), relay.Published()
 						go func() {
 							for relay.Published()-p0 < int64(s.backlog) && time.Since(t0) < 10*time.Second {
