@@ -3,7 +3,12 @@
 // PostgreSQL. Each job makes the call opledger's worker makes for a refund
 // (POST /v1/refunds to the provider simulator, form-encoded, with an
 // Idempotency-Key), and the figure is jobs per second from the first insert
-// to the last completion.
+// to the last job's Work returning (the provider answered), as opledger's
+// figures count a refund when its handler returns (its outcome recorded).
+// Neither counts its queue's bookkeeping that follows: River's batched
+// completion, opledger's acknowledgement. Counting River's completion
+// events instead added its completer's last flush to every sample (300
+// jobs took 0.30 s however fast they were worked: about 1,000 jobs/s).
 //
 // It is a Go module of its own so that opledger's go.mod stays free of
 // River: scripts/bench.sh builds it at bench time (the module proxy serves
@@ -37,6 +42,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -62,6 +68,7 @@ type RefundWorker struct {
 	river.WorkerDefaults[RefundArgs]
 	provider string
 	client   *http.Client
+	worked   func() // called once a job's call succeeded
 }
 
 func (w *RefundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) error {
@@ -88,6 +95,7 @@ func (w *RefundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("provider answered %d", resp.StatusCode)
 	}
+	w.worked()
 	return nil
 }
 
@@ -135,8 +143,9 @@ func main() {
 }
 
 // sample starts a client (untimed), then inserts jobs in one InsertMany
-// and waits for every completion: jobs per second from the insert to the
-// last completion.
+// and waits until every job's call succeeded: jobs per second from the
+// insert to the last Work returning. A failed job ends the sample with its
+// error.
 func sample(ctx context.Context, pool *pgxpool.Pool, schema, provider string, jobs, workers int, tag string) (float64, error) {
 	if provider == "" {
 		return 0, errors.New("--provider-url is required")
@@ -146,8 +155,15 @@ func sample(ctx context.Context, pool *pgxpool.Pool, schema, provider string, jo
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = workers
 	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	var worked atomic.Int64
+	allWorked := make(chan struct{})
 	ws := river.NewWorkers()
-	river.AddWorker(ws, &RefundWorker{provider: provider, client: &http.Client{Transport: transport, Timeout: 10 * time.Second}})
+	river.AddWorker(ws, &RefundWorker{provider: provider, client: &http.Client{Transport: transport, Timeout: 10 * time.Second},
+		worked: func() {
+			if worked.Add(1) == int64(jobs) {
+				close(allWorked)
+			}
+		}})
 	// Fetch tuning matches opledger's Postgres queue in the bench (polls
 	// between 1 ms and 20 ms): River's default cooldown of 100 ms would cap
 	// it at 32 jobs per 100 ms.
@@ -161,8 +177,8 @@ func sample(ctx context.Context, pool *pgxpool.Pool, schema, provider string, jo
 	if err != nil {
 		return 0, err
 	}
-	completed, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: jobs + 100,
-		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
+	failed, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: jobs + 100,
+		Kinds: []river.EventKind{river.EventKindJobFailed}})
 	defer unsubscribe()
 	if err := client.Start(ctx); err != nil {
 		return 0, err
@@ -182,18 +198,14 @@ func sample(ctx context.Context, pool *pgxpool.Pool, schema, provider string, jo
 	if _, err := client.InsertMany(ctx, params); err != nil {
 		return 0, err
 	}
-	for done := 0; done < jobs; {
-		select {
-		case ev := <-completed:
-			if ev.Kind != river.EventKindJobCompleted {
-				return 0, fmt.Errorf("job %d failed: %v", ev.Job.ID, ev.Job.Errors)
-			}
-			done++
-		case <-ctx.Done():
-			return 0, fmt.Errorf("%d of %d jobs completed: %w", done, jobs, ctx.Err())
-		}
+	select {
+	case <-allWorked:
+		return float64(jobs) / time.Since(t0).Seconds(), nil
+	case ev := <-failed:
+		return 0, fmt.Errorf("job %d failed: %v", ev.Job.ID, ev.Job.Errors)
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%d of %d jobs worked: %w", worked.Load(), jobs, ctx.Err())
 	}
-	return float64(jobs) / time.Since(t0).Seconds(), nil
 }
 
 func fail(err error) {
