@@ -69,14 +69,8 @@ func (q *Queue) Claim(ctx context.Context, workerID string, limit int) ([]Claime
 // ack missing from them lost its claim). On an error nothing was
 // acknowledged or claimed, or the answer was lost with both.
 func (q *Queue) claim(ctx context.Context, workerID string, limit int, acks []*pendingAck) ([]Claimed, []int64, error) {
-	limit = min(max(limit, 1), MaxConcurrency)
 	hiddenUntil := time.Now().Add(q.cfg.VisibilityTimeout)
-	query, args := q.sql.claim, []any{q.cfg.Topic, limit, float64(q.cfg.VisibilityTimeout.Milliseconds()),
-		workerID, q.cfg.MaxAttempts, string(transport.ReasonDeliveryAttemptsExhausted)}
-	if len(acks) > 0 {
-		ids, attempts := ackColumns(acks)
-		query, args = q.sql.claimAcking, append(args, ids, attempts)
-	}
+	query, args := q.claimStatement(workerID, limit, acks)
 	rows, err := q.cfg.DB.Query(ctx, query, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim from %s.messages: %w", q.schema, err)
@@ -109,6 +103,18 @@ func (q *Queue) claim(ctx context.Context, workerID string, limit int, acks []*p
 		return nil, nil, fmt.Errorf("claim from %s.messages: %w", q.schema, err)
 	}
 	return out, acked, nil
+}
+
+// claimStatement is claim's statement and its arguments.
+func (q *Queue) claimStatement(workerID string, limit int, acks []*pendingAck) (string, []any) {
+	limit = min(max(limit, 1), MaxConcurrency)
+	args := []any{q.cfg.Topic, limit, float64(q.cfg.VisibilityTimeout.Milliseconds()),
+		workerID, q.cfg.MaxAttempts, string(transport.ReasonDeliveryAttemptsExhausted)}
+	if len(acks) == 0 {
+		return q.sql.claim, args
+	}
+	ids, attempts := ackColumns(acks)
+	return q.sql.claimAcking, append(args, ids, attempts)
 }
 
 // maxErrorText bounds the error text kept with a retried message.

@@ -49,13 +49,9 @@ func TestClaimLooksUpEachKeyByIndex(t *testing.T) {
 			defer conn.Release()
 			_, err = conn.Exec(t.Context(), "SET plan_cache_mode = force_generic_plan")
 			require.NoError(t, err)
-			args := []any{transport.TopicRefundRequests, 32, float64(30000), "w", 5, "delivery.attempts-exhausted"}
-			for name, sql := range map[string]string{"claim": q.sql.claim, "claim acknowledging": q.sql.claimAcking} {
-				a := args
-				if name == "claim acknowledging" {
-					a = append(a[:len(a):len(a)], []int64{1}, []int32{1})
-				}
-				rows, err := conn.Query(t.Context(), "EXPLAIN "+sql, a...)
+			for name, acks := range map[string][]*pendingAck{"claim": nil, "claim acknowledging": {{c: Claimed{ID: 1, Attempt: 1}}}} {
+				sql, args := q.claimStatement("w", 32, acks)
+				rows, err := conn.Query(t.Context(), "EXPLAIN "+sql, args...)
 				require.NoError(t, err)
 				lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 				require.NoError(t, err)
