@@ -25,7 +25,7 @@ const riverSchema = "bench_river"
 
 // riverGuarantees is what every River figure states beside its number.
 const riverGuarantees = "River v0.51 (insert, fetch, the same HTTP call to provider-sim with an Idempotency-Key, complete; " +
-	"fetch and completion batched; 32 at once, fetch cooldown 1 ms): a job durable once inserted, handed to one worker at a time " +
+	"fetch and completion batched; 32 at once, fetch cooldown 1 ms; a job counted when its Work returns): a job durable once inserted, handed to one worker at a time " +
 	"(until its rescue deadline), " +
 	"retried after an error or a crash; nothing recorded before the call, no lease fencing a stale worker, no outcome event, " +
 	"no capability, no hash chain"
