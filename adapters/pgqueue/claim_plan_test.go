@@ -6,12 +6,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"opledger/adapters/transport"
-	"opledger/adapters/transport/pgstate"
-	"opledger/eventstore/postgres/pgtest"
+	"opledger/adapters/transport/transporttest"
 )
 
 // A claim checks each candidate's key against the earlier ready rows by an
@@ -26,17 +24,13 @@ func TestClaimLooksUpEachKeyByIndex(t *testing.T) {
 	for _, analyzed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "never analyzed", true: "analyzed while empty"}[analyzed], func(t *testing.T) {
 			t.Parallel()
-			url, schema := pgtest.Schema(t)
-			pool, err := pgxpool.New(t.Context(), url)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			_, err = pgstate.Migrate(t.Context(), pool, schema)
-			require.NoError(t, err)
+			rig := transporttest.New(t) // a transport schema just migrated
+			pool := rig.Pool
 			if analyzed {
-				_, err = pool.Exec(t.Context(), "ANALYZE "+pgx.Identifier{schema, "messages"}.Sanitize())
+				_, err := pool.Exec(t.Context(), "ANALYZE "+pgx.Identifier{rig.Schema, "messages"}.Sanitize())
 				require.NoError(t, err)
 			}
-			q, err := New(Config{DB: pool, Schema: schema, WorkerID: "w"})
+			q, err := New(Config{DB: pool, Schema: rig.Schema, WorkerID: "w"})
 			require.NoError(t, err)
 			burst := make([]transport.Outbound, 2000)
 			for i := range burst {
