@@ -89,9 +89,10 @@ func (w *World) check(quiet bool) []Violation {
 	return out
 }
 
-// visibleWait bounds how long the checks wait for the whole log to be
-// readable in global order (PostgreSQL holds back events behind any open
-// transaction of the cluster, another schedule's included).
+// visibleWait bounds how long a schedule's read of the global log waits
+// for the events it cannot show yet (PostgreSQL holds back events behind
+// any open transaction of the cluster, another schedule's included:
+// heldBackStore).
 const visibleWait = 30 * time.Second
 
 func (w *World) readFinal() (*finalView, error) {
@@ -119,25 +120,19 @@ func (w *World) readFinal() (*finalView, error) {
 			from += 1000
 		}
 	}
-	deadline := time.Now().Add(visibleWait)
+	// On PostgreSQL each read waits up to visibleWait for what another
+	// transaction of the cluster holds back (heldBackStore).
+	var after eventstore.Position
 	for {
-		fv.events = fv.events[:0]
-		var after eventstore.Position
-		for {
-			page, err := w.inner.ReadAll(w.ctx, after, 1000)
-			if err != nil {
-				return nil, err
-			}
-			fv.events = append(fv.events, page...)
-			if len(page) < 1000 {
-				break
-			}
-			after = page[len(page)-1].Position
+		page, err := w.inner.ReadAll(w.ctx, after, 1000)
+		if err != nil {
+			return nil, err
 		}
-		if len(fv.events) >= total || time.Now().After(deadline) {
+		fv.events = append(fv.events, page...)
+		if len(page) < 1000 {
 			break
 		}
-		time.Sleep(10 * time.Millisecond) // another transaction of the cluster holds the log back: poll, bounded by visibleWait
+		after = page[len(page)-1].Position
 	}
 	if len(fv.events) < total {
 		return nil, fmt.Errorf("the log shows %d of %d events after %s: a transaction of the cluster holds it back", len(fv.events), total, visibleWait)
