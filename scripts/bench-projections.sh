@@ -2,9 +2,11 @@
 # Projector catch-up throughput on a log of 1,000,000 realistic events, beside
 # two ceilings read from the same rows in the same run: a plain
 # `COPY (SELECT ... FROM events ORDER BY transaction_id, global_position) TO
-# STDOUT`, and ReadAll through the eventstore port. Each round runs all three
-# (the projector into a fresh schema); the medians and the ratios are printed
-# at the end. It runs BenchmarkCatchUp (projections/bench_test.go), which
+# STDOUT`, and ReadAll through the eventstore port; and beside a floor: the
+# rows the catch-up left, written into fresh read models at once (one binary
+# COPY per table). Each round runs all four (the projector into a fresh
+# schema), with the CPU each took; the medians and the ratios are printed at
+# the end. It runs BenchmarkCatchUp (projections/bench_test.go), which
 # `go test ./...` skips unless OPLEDGER_BENCH_EVENTS is set.
 #
 # The log: a template of 300 operations written by the command handler
