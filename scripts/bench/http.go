@@ -219,9 +219,10 @@ func runHTTP(ctx context.Context, s *settings, emit func(figure)) error {
 	}
 	emit(figure{Figure: "http_claim_p50_c50", Value: round(median(p50)), Unit: "ms", spread: spread(p50)})
 	p := figure{Figure: "http_claim_p99_c50", Value: round(median(p99)), Unit: "ms", Goal: "value <= 25", spread: spread(p99)}
-	if m := median(ours); m > 0 {
-		p.note = fmt.Sprintf("%d clients in a closed loop of %d requests per Claimed: a request's mean time is clients / requests per second (Little's law), %.1f ms at this run's %.0f Claimed/s; "+
-			"a p99 of 25 ms needs about %.0f Claimed/s (a mean of 10 ms)", httpClients, iterationRequests, 1000*httpClients/(iterationRequests*m), m, httpClients/(iterationRequests*0.010))
+	if m, q := median(ours), median(p99); m > 0 && q > 0 {
+		mean := 1000 * httpClients / (iterationRequests * m)
+		p.note = fmt.Sprintf("%d clients in a closed loop of %d requests per Claimed: a request's mean time is clients / requests per second (Little's law), %.1f ms at this run's %.0f Claimed/s, and the p99 %.1f × that; "+
+			"with the same spread a p99 of 25 ms needs about %.0f Claimed/s", httpClients, iterationRequests, mean, m, q/mean, m*q/25)
 	}
 	emit(p)
 	return nil
