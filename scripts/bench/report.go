@@ -52,6 +52,7 @@ func writeReport(path string, s *settings, m machine, figures []figure, elapsed 
 			escape(f.Goal), f.met, f.spread)
 	}
 	writePeers(&b, figures)
+	writeGoals(&b, figures)
 	var notes []string
 	for _, f := range figures {
 		if f.note != "" && f.Unit != "error" {
