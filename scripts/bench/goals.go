@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -77,10 +78,7 @@ var goalParts = []goalPart{
 // writeGoals writes the table of goalParts that ran: each goal, whether
 // this run met it, and the same run's measure of what stands in its way.
 func writeGoals(b *strings.Builder, figures []figure) {
-	byName := map[string]figure{}
-	for _, f := range figures {
-		byName[f.Figure] = f
-	}
+	byName := figuresByName(figures)
 	var rows []string
 	for _, g := range goalParts {
 		f, ok := byName[g.figure]
@@ -91,19 +89,10 @@ func writeGoals(b *strings.Builder, figures []figure) {
 		if f.Ratio != 0 {
 			got = fmt.Sprintf("%.3f", f.Ratio)
 		}
-		part := g.part(byName)
-		if part == "" {
-			part = "—"
-		}
+		part := cmp.Or(g.part(byName), "—")
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s |", g.figure, escape(f.Goal), got, f.met, escape(part)))
 	}
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "\n## Goals and what stands in their way\n\n")
-	fmt.Fprintf(b, "Each goal beside the same run's measure of the part that stands in its way; docs/scaling.md (\"Goals\") says\n")
-	fmt.Fprintf(b, "what each part is and the change that would meet the goal.\n\n")
-	fmt.Fprintf(b, "| figure | goal | this run | met | the part that stands in the way, measured in this run |\n")
-	fmt.Fprintf(b, "| --- | --- | --- | --- | --- |\n")
-	fmt.Fprintf(b, "%s\n", strings.Join(rows, "\n"))
+	writeSection(b, "Goals and what stands in their way", "Each goal beside the same run's measure of the part that stands in its way; docs/scaling.md (\"Goals\") says\n"+
+		"what each part is and the change that would meet the goal.",
+		[]string{"figure", "goal", "this run", "met", "the part that stands in the way, measured in this run"}, rows)
 }

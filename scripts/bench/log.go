@@ -214,6 +214,17 @@ FROM ` + pgx.Identifier{logSchema}.Sanitize() + `.events ORDER BY transaction_id
 	return time.Since(start).Seconds(), nil
 }
 
+// perRound turns a timing of n events (seconds, given the round's number
+// from 1) into a sampler of events per second.
+func perRound(n int, seconds func(ctx context.Context, round int) (float64, error)) func(context.Context) (float64, error) {
+	round := 0
+	return func(ctx context.Context) (float64, error) {
+		round++
+		secs, err := seconds(ctx, round)
+		return float64(n) / secs, err
+	}
+}
+
 // projectorSeconds catches a projector up on the whole log into a fresh
 // read-model schema.
 func projectorSeconds(ctx context.Context, pool *pgxpool.Pool, store *postgres.Store, n, round int) (float64, error) {
@@ -383,18 +394,11 @@ func runLog(ctx context.Context, s *settings, emit func(figure)) error {
 	if n < 1_000_000 {
 		size = strconv.Itoa(n/1000) + "k"
 	}
+	copyRate := perRound(n, func(ctx context.Context, _ int) (float64, error) { return copySeconds(ctx, pool, n) })
 	if s.wants("projector_catchup") {
-		round := 0
-		ours, base, err := interleave(ctx, s.rounds,
-			func(ctx context.Context) (float64, error) {
-				round++
-				secs, err := projectorSeconds(ctx, pool, store, n, round)
-				return float64(n) / secs, err
-			},
-			func(ctx context.Context) (float64, error) {
-				secs, err := copySeconds(ctx, pool, n)
-				return float64(n) / secs, err
-			})
+		ours, base, err := interleave(ctx, s.rounds, perRound(n, func(ctx context.Context, round int) (float64, error) {
+			return projectorSeconds(ctx, pool, store, n, round)
+		}), copyRate)
 		if err != nil {
 			return fmt.Errorf("projector_catchup: %w", err)
 		}
@@ -407,17 +411,9 @@ func runLog(ctx context.Context, s *settings, emit func(figure)) error {
 		if err != nil {
 			return fmt.Errorf("projector_write_floor: %w", err)
 		}
-		round := 0
-		ours, base, err := interleave(ctx, s.rounds,
-			func(ctx context.Context) (float64, error) {
-				round++
-				secs, err := writeRowsSeconds(ctx, pool, rows, round)
-				return float64(n) / secs, err
-			},
-			func(ctx context.Context) (float64, error) {
-				secs, err := copySeconds(ctx, pool, n)
-				return float64(n) / secs, err
-			})
+		ours, base, err := interleave(ctx, s.rounds, perRound(n, func(ctx context.Context, round int) (float64, error) {
+			return writeRowsSeconds(ctx, pool, rows, round)
+		}), copyRate)
 		if err != nil {
 			return fmt.Errorf("projector_write_floor: %w", err)
 		}

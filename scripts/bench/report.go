@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
@@ -79,10 +80,7 @@ var peerFigures = []struct{ name, work, part string }{
 // writePeers writes the table of opledger beside its peers (the figures
 // of peerFigures that ran), each peer's guarantees in the notes.
 func writePeers(b *strings.Builder, figures []figure) {
-	byName := map[string]figure{}
-	for _, f := range figures {
-		byName[f.Figure] = f
-	}
+	byName := figuresByName(figures)
 	var rows []string
 	for _, p := range peerFigures {
 		f, ok := byName[p.name]
@@ -93,21 +91,32 @@ func writePeers(b *strings.Builder, figures []figure) {
 			rows = append(rows, fmt.Sprintf("| %s | error: %s | | | | |", p.work, escape(f.note)))
 			continue
 		}
-		part := p.part
-		if part == "" {
-			part = "—"
-		}
+		part := cmp.Or(p.part, "—")
 		rows = append(rows, fmt.Sprintf("| %s | %s %s | %s: %s | %.3f | %s %s | %s |", p.work, number(f.Value), f.Unit, f.Baseline,
 			number(f.BaselineValue), f.Ratio, escape(f.Goal), f.met, part))
 	}
+	writeSection(b, "Beside the peers", "The same run's samples, interleaved with opledger's; what each peer does and does not guarantee is in the notes\n"+
+		"below its figure (docs/scaling.md, \"Beside the peers\", reads them).",
+		[]string{"work", "opledger", "peer", "opledger ÷ peer", "goal, met", "the part that stands in the way"}, rows)
+}
+
+// figuresByName indexes figures by name.
+func figuresByName(figures []figure) map[string]figure {
+	byName := make(map[string]figure, len(figures))
+	for _, f := range figures {
+		byName[f.Figure] = f
+	}
+	return byName
+}
+
+// writeSection writes a section of BENCHMARKS.md holding one table, unless
+// it has no rows.
+func writeSection(b *strings.Builder, title, intro string, columns, rows []string) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n## Beside the peers\n\n")
-	fmt.Fprintf(b, "The same run's samples, interleaved with opledger's; what each peer does and does not guarantee is in the notes\n")
-	fmt.Fprintf(b, "below its figure (docs/scaling.md, \"Beside the peers\", reads them).\n\n")
-	fmt.Fprintf(b, "| work | opledger | peer | opledger ÷ peer | goal, met | the part that stands in the way |\n")
-	fmt.Fprintf(b, "| --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(b, "\n## %s\n\n%s\n\n", title, intro)
+	fmt.Fprintf(b, "| %s |\n|%s\n", strings.Join(columns, " | "), strings.Repeat(" --- |", len(columns)))
 	fmt.Fprintf(b, "%s\n", strings.Join(rows, "\n"))
 }
 
