@@ -56,6 +56,10 @@ func TestASettleThatMetADeadSessionIsTriedAgain(t *testing.T) {
 	// pool does with one idle for less than a second: the killed session
 	// is what the settle gets.
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	// One session: the relay's publishes and the consumer's statements
+	// run on this pool too, and at two sessions the termination below
+	// counted 2 whenever they had overlapped.
+	cfg.MaxConns = 1
 	settlePool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(settlePool.Close)
